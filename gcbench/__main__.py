@@ -1,0 +1,3 @@
+from gcbench.cli import main
+
+main()

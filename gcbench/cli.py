@@ -1,0 +1,247 @@
+"""The `gcbench` command: parse, call the library, render. The only place that prints or
+exits (STYLE §7): ConfigError -> `error: file:line: ...` and exit 2; failed cells -> exit
+1; Ctrl-C -> exit 130. `--debug` shows tracebacks instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gcbench.errors import ConfigError, GcbenchError
+
+app = typer.Typer(
+    name="gcbench",
+    help=(
+        "Which gradient-compression strategy makes data-parallel training fastest on your "
+        "cluster, at your scale, and by how much?\n\n"
+        "Run a suite (a YAML grid of model × compressor × network × cluster × strategy) on "
+        "Ray, store one result row per cell, and browse the HTML report.\n\n"
+        "Example: gcbench run suites/smoke.yaml && open reports/smoke/index.html"
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+bench_app = typer.Typer(help="Measure costs on this host.", no_args_is_help=True)
+
+_state = {"debug": False}
+
+
+def _err(line: str) -> None:
+    typer.echo(f"error: {line}", err=True)
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """Turn gcbench's errors into one line each and an exit code."""
+    try:
+        yield
+    except ConfigError as e:
+        if _state["debug"]:
+            raise
+        for line in e.messages:
+            _err(line)
+        raise typer.Exit(2) from None
+    except GcbenchError as e:
+        if _state["debug"]:
+            raise
+        _err(str(e))
+        raise typer.Exit(getattr(e, "status", 1)) from None
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks; re-raise failures.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+@app.command()
+def run(
+    suite: Annotated[Path, typer.Argument(help="Suite file, e.g. suites/smoke.yaml.")],
+    results: Annotated[Path, typer.Option(help="Where results go: <results>/<suite>/<run-id>/.")] = Path("results"),
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start a new run instead of continuing the latest one.")] = False,
+    only: Annotated[list[str] | None, typer.Option("--only", help="Run only cells with key=value (repeatable; the same key twice means either value), e.g. --only model=resnet50.")] = None,
+    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: RAY_ADDRESS, else a local Ray on 127.0.0.1).")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Cells running at once (default: the cluster's CPUs).")] = None,
+    num_cpus: Annotated[int | None, typer.Option(min=1, help="CPUs of the local Ray instance (default: all).")] = None,
+    reports: Annotated[Path, typer.Option(help="Where the HTML report goes: <reports>/<suite>/index.html.")] = Path("reports"),
+    report: Annotated[bool, typer.Option(help="Write the HTML report when the run finishes.")] = True,
+) -> None:
+    """Run a suite's cells on Ray (continuing its latest run), then write its report.
+
+    Finished cells are written one by one to <results>/<suite>/<run-id>/cells/; run the
+    same command again after a crash or Ctrl-C and only the missing (or failed) cells run.
+    Exit code: 0 all cells ok, 1 some cells failed, 2 bad input, 130 interrupted.
+    """
+    from gcbench.config import expand, load_suite, parse_only
+
+    with _errors():
+        s = load_suite(suite)
+        filters = parse_only(only or [])
+        if not expand(s, filters):
+            raise ConfigError(f"{suite}: no cells left after include/exclude/--only filters")
+    from gcbench.runner import run_suite
+
+    summary = None
+    with _errors(), _progress_bar(s.name) as on_progress:
+        try:
+            summary = run_suite(s, results, fresh=fresh, only=filters, address=address,
+                                concurrency=concurrency, num_cpus=num_cpus,
+                                progress=on_progress, suite_file=str(suite))
+        except KeyboardInterrupt:
+            if _state["debug"]:
+                raise
+            typer.echo("\ninterrupted: finished cells are saved; run the same command "
+                       "again to continue.", err=True)
+            raise typer.Exit(130) from None
+    assert summary is not None
+    typer.echo(
+        f"{summary.total} cells: {summary.ok} ok now, {summary.failed} failed, "
+        f"{summary.skipped} finished earlier ({'continued' if summary.resumed else 'new'} run)"
+    )
+    typer.echo(f"results: {summary.run_dir}")
+    for line in summary.failures[:20]:
+        _err(f"cell failed: {line}")
+    if report:
+        from gcbench.report import write_report
+
+        index = write_report(summary.run_dir, reports / s.name)
+        typer.echo(f"report: {index}")
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _progress_bar(name: str) -> Iterator[Any]:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TextColumn("eta"),
+        TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
+        console=console, transient=False,
+    )
+    task = None
+
+    def update(p: Any) -> None:
+        nonlocal task
+        if task is None:
+            task = bar.add_task(name, total=p.total, completed=p.done, failed=0, last="")
+        bar.update(task, completed=p.done, failed=p.failed, last=p.last or "")
+
+    with bar:
+        yield update
+
+
+@app.command()
+def validate(
+    suites: Annotated[list[Path] | None, typer.Argument(help="Suite files to check.")] = None,
+    cluster: Annotated[list[Path] | None, typer.Option("--cluster", help="Ray cluster-launcher file to check against Ray's schema (repeatable).")] = None,
+) -> None:
+    """Check suite files (and cluster files) without running anything.
+
+    Reports every mistake as file:line: path: message and exits 2 if there is one.
+    """
+    from gcbench.config import expand, load_suite
+
+    if not suites and not cluster:
+        _err("nothing to validate: give suite files and/or --cluster FILE")
+        raise typer.Exit(2)
+    problems: list[str] = []
+    for path in suites or []:
+        try:
+            s = load_suite(path)
+            typer.echo(f"ok: {path}: suite {s.name!r}, {len(expand(s))} cells")
+        except ConfigError as e:
+            problems += e.messages
+    for path in cluster or []:
+        from gcbench.config.cluster import validate_cluster_file
+
+        try:
+            validate_cluster_file(path)
+            typer.echo(f"ok: {path}: valid Ray cluster-launcher file")
+        except ConfigError as e:
+            problems += e.messages
+    for line in problems:
+        _err(line)
+    if problems:
+        raise typer.Exit(2)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of suite files (for editors: schema/suite.schema.json)."""
+    from gcbench.config import suite_schema
+
+    typer.echo(json.dumps(suite_schema(), indent=2, sort_keys=True))
+
+
+@app.command()
+def report(
+    results_dir: Annotated[Path, typer.Argument(help="A run folder, or a suite folder (its latest run).")],
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: reports/<suite>).")] = None,
+) -> None:
+    """Write the offline HTML report of a run: index.html plus plotly.min.js beside it."""
+    from gcbench.report import write_report
+
+    with _errors():
+        index = write_report(results_dir, out)
+    typer.echo(f"report: {index}")
+
+
+@app.command()
+def models(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """List the zoo's models with their default batch sizes."""
+    from gcbench.zoo.catalog import MODELS
+
+    rows = [{"name": m.name, "batch_size": m.batch_size, "seq_len": m.seq_len,
+             "sample_unit": m.sample_unit, "description": m.description} for m in MODELS.values()]
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        typer.echo(f"{r['name']:<12} batch {r['batch_size']:<4} {r['description']}")
+
+
+@app.command()
+def compressors(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """List compressor kinds with their parameters, and the named presets."""
+    from gcbench.config.compressors import KINDS, PRESETS
+
+    kinds = {k: {n: (None if f.is_required() else f.default) for n, f in t.model_fields.items()
+                 if n != "kind"} for k, t in KINDS.items()}
+    presets = {name: spec.model_dump() for name, spec in PRESETS.items()}
+    if json_out:
+        typer.echo(json.dumps({"kinds": kinds, "presets": presets}, indent=2))
+        return
+    typer.echo("kinds (parameters and defaults; on the command line: kind:param=value):")
+    for k, params in kinds.items():
+        typer.echo(f"  {k:<10} " + ", ".join(f"{n}={v}" for n, v in params.items()))
+    typer.echo("presets:")
+    for name, spec in presets.items():
+        typer.echo(f"  {name:<14} {spec}")
+
+
+app.add_typer(bench_app, name="bench", hidden=True)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,32 @@
+"""Suites and cells: pydantic models, YAML loading with `file:line` errors, grid expansion.
+
+Imports neither torch nor ray, so a bad suite is rejected in well under a second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gcbench.config.compressors import PRESETS, CompressorSpec
+from gcbench.config.grid import expand, matches, parse_only
+from gcbench.config.loader import load_model, read_yaml
+from gcbench.config.models import FILTER_KEYS, Cell, Cluster, Grid, ModelSpec, Network, Suite
+
+__all__ = [
+    "PRESETS", "FILTER_KEYS", "Cell", "Cluster", "CompressorSpec", "Grid", "ModelSpec",
+    "Network", "Suite", "expand", "load_suite", "matches", "parse_only", "read_yaml",
+    "suite_schema",
+]
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file; ConfigError lists every mistake with its line."""
+    return load_model(path, Suite)
+
+
+def suite_schema() -> dict:
+    """The JSON Schema of a suite file (committed as `schema/suite.schema.json`)."""
+    schema = Suite.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gcbench suite"
+    return schema

@@ -1,0 +1,190 @@
+"""Compressor specs as they appear in suites: a preset name, `kind:param=value`, or a
+mapping with `kind` and that kind's parameters (a pydantic discriminated union).
+
+Torch-free: these specs only name and check a compressor; `gcbench.compress` (the
+compressor library) builds the real thing from them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def params(self) -> dict[str, Any]:
+        """This spec's parameters, without `kind`."""
+        return self.model_dump(exclude={"kind"})
+
+    def label(self) -> str:
+        """A short, stable name: the preset it equals, else `kind:param=value,...`."""
+        for name, spec in PRESETS.items():
+            if spec == self:
+                return name
+        params = ",".join(f"{k}={v}" for k, v in self.params().items())
+        return f"{self.kind}:{params}" if params else self.kind  # type: ignore[attr-defined]
+
+
+Ratio = Annotated[float, Field(gt=0, le=1)]
+
+
+class NoneSpec(_Spec):
+    kind: Literal["none"]
+
+
+class Fp16Spec(_Spec):
+    kind: Literal["fp16"]
+
+
+class Bf16Spec(_Spec):
+    kind: Literal["bf16"]
+
+
+class Int8Spec(_Spec):
+    kind: Literal["int8"]
+
+
+class TopkSpec(_Spec):
+    kind: Literal["topk"]
+    ratio: Ratio = 0.01
+
+
+class RandomkSpec(_Spec):
+    kind: Literal["randomk"]
+    ratio: Ratio = 0.01
+
+
+class DgcSpec(_Spec):
+    kind: Literal["dgc"]
+    ratio: Ratio = 0.01
+    sample_ratio: Ratio = 0.01  # DGC estimates the threshold on a 1% sample
+
+
+class ThresholdSpec(_Spec):
+    kind: Literal["threshold"]
+    threshold: float = Field(gt=0)
+
+
+class SignsgdSpec(_Spec):
+    kind: Literal["signsgd"]
+
+
+class EfsignsgdSpec(_Spec):
+    kind: Literal["efsignsgd"]
+
+
+class SignumSpec(_Spec):
+    kind: Literal["signum"]
+    momentum: float = Field(0.9, ge=0, lt=1)
+
+
+class OnebitSpec(_Spec):
+    kind: Literal["onebit"]
+
+
+class TerngradSpec(_Spec):
+    kind: Literal["terngrad"]
+
+
+class QsgdSpec(_Spec):
+    kind: Literal["qsgd"]
+    levels: int = Field(16, ge=1)
+
+
+class ThreelcSpec(_Spec):
+    kind: Literal["threelc"]
+    sparsity: float = Field(1.0, ge=1, lt=2)  # 3LC §3.1: multiplier s in [1, 2)
+
+
+class PowersgdSpec(_Spec):
+    kind: Literal["powersgd"]
+    rank: int = Field(4, ge=1)
+
+
+class AcpsgdSpec(_Spec):
+    kind: Literal["acpsgd"]
+    rank: int = Field(4, ge=1)
+
+
+class CovapSpec(_Spec):
+    kind: Literal["covap"]
+    interval: int = Field(4, ge=1)  # COVAP §III-B: I = ceil(CCR)
+    ef_init: float = Field(0.5, ge=0, le=1)  # COVAP §III-D error-feedback scheduler
+    ef_ascend_steps: int = Field(1000, ge=1)
+    ef_ascend_range: float = Field(0.1, ge=0, le=1)
+
+
+SPEC_TYPES: tuple[type[_Spec], ...] = (
+    NoneSpec, Fp16Spec, Bf16Spec, Int8Spec, TopkSpec, RandomkSpec, DgcSpec, ThresholdSpec,
+    SignsgdSpec, EfsignsgdSpec, SignumSpec, OnebitSpec, TerngradSpec, QsgdSpec, ThreelcSpec,
+    PowersgdSpec, AcpsgdSpec, CovapSpec,
+)
+KINDS: dict[str, type[_Spec]] = {
+    t.model_fields["kind"].annotation.__args__[0]: t for t in SPEC_TYPES  # type: ignore[union-attr]
+}
+
+PRESETS: dict[str, _Spec] = {
+    "none": NoneSpec(kind="none"),
+    "fp16": Fp16Spec(kind="fp16"),
+    "bf16": Bf16Spec(kind="bf16"),
+    "int8": Int8Spec(kind="int8"),
+    "topk-1pct": TopkSpec(kind="topk", ratio=0.01),
+    "topk-0.1pct": TopkSpec(kind="topk", ratio=0.001),
+    "randomk-1pct": RandomkSpec(kind="randomk", ratio=0.01),
+    "dgc-1pct": DgcSpec(kind="dgc", ratio=0.01),
+    "signsgd": SignsgdSpec(kind="signsgd"),
+    "efsignsgd": EfsignsgdSpec(kind="efsignsgd"),
+    "signum": SignumSpec(kind="signum"),
+    "onebit": OnebitSpec(kind="onebit"),
+    "terngrad": TerngradSpec(kind="terngrad"),
+    "qsgd-s16": QsgdSpec(kind="qsgd", levels=16),
+    "threelc-s1.0": ThreelcSpec(kind="threelc", sparsity=1.0),
+    "threelc-s1.75": ThreelcSpec(kind="threelc", sparsity=1.75),
+    "powersgd-r4": PowersgdSpec(kind="powersgd", rank=4),
+    "powersgd-r32": PowersgdSpec(kind="powersgd", rank=32),
+    "acpsgd-r4": AcpsgdSpec(kind="acpsgd", rank=4),
+    "acpsgd-r32": AcpsgdSpec(kind="acpsgd", rank=32),
+    "covap-i4": CovapSpec(kind="covap", interval=4),
+}
+
+
+def _scalar(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_compressor(value: Any) -> Any:
+    """Turn a preset name or `kind:param=value,...` into a mapping; pass mappings through."""
+    if not isinstance(value, str):
+        return value
+    if value in PRESETS:
+        return PRESETS[value].model_dump()
+    kind, _, rest = value.partition(":")
+    if kind not in KINDS:
+        raise ValueError(
+            f"unknown compressor {value!r}; presets: {', '.join(PRESETS)}; "
+            f"kinds: {', '.join(KINDS)}"
+        )
+    out: dict[str, Any] = {"kind": kind}
+    for item in filter(None, rest.split(",")):
+        name, eq, text = item.partition("=")
+        if not eq:
+            raise ValueError(f"compressor parameter {item!r} must look like name=value")
+        out[name.strip()] = _scalar(text.strip())
+    return out
+
+
+CompressorSpec = Annotated[
+    NoneSpec | Fp16Spec | Bf16Spec | Int8Spec | TopkSpec | RandomkSpec | DgcSpec
+    | ThresholdSpec | SignsgdSpec | EfsignsgdSpec | SignumSpec | OnebitSpec | TerngradSpec
+    | QsgdSpec | ThreelcSpec | PowersgdSpec | AcpsgdSpec | CovapSpec,
+    Field(discriminator="kind"),
+    BeforeValidator(parse_compressor),
+]

@@ -1,0 +1,75 @@
+"""Grid expansion: a Suite's axes -> the list of Cells it runs, after filters."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gcbench.config.compressors import NoneSpec
+from gcbench.config.models import COMPRESSOR_FREE_STRATEGIES, FILTER_KEYS, Cell, Suite
+from gcbench.errors import ConfigError
+
+
+def matches(flat: Mapping[str, Any], flt: Mapping[str, Any]) -> bool:
+    """True if every key of the filter holds: equal to the value, or to one of a list."""
+    for key, want in flt.items():
+        options = want if isinstance(want, list) else [want]
+        have = flat.get(key)
+        if not any(_equal(have, o) for o in options):
+            return False
+    return True
+
+
+def _equal(have: Any, want: Any) -> bool:
+    if isinstance(have, bool) or isinstance(want, bool):
+        return have is want
+    if isinstance(have, (int, float)) and isinstance(want, (int, float)):
+        return float(have) == float(want)
+    return str(have) == str(want)
+
+
+def expand(suite: Suite, only: Iterable[Mapping[str, Any]] = ()) -> list[Cell]:
+    """Every cell of the grid, in axis order, once each.
+
+    Strategies that use no compressor run with compressor `none`, so crossing them with a
+    compressor axis does not repeat them. `include` keeps cells matching any of its
+    filters (when given), `exclude` drops cells matching any, and each `only` filter
+    (from `gcbench run --only`) must hold.
+    """
+    g = suite.grid
+    cells: dict[str, Cell] = {}
+    for model, comp, net, cluster, strategy in itertools.product(
+        g.model, g.compressor, g.network, g.cluster, g.strategy
+    ):
+        if strategy in COMPRESSOR_FREE_STRATEGIES:
+            comp = NoneSpec(kind="none")
+        cell = Cell(
+            model=model, compressor=comp, network=net, cluster=cluster, strategy=strategy,
+            device=suite.device, mode=suite.mode, seed=suite.seed,  # type: ignore[arg-type]
+        )
+        flat = cell.flat()
+        if suite.include and not any(matches(flat, f) for f in suite.include):
+            continue
+        if any(matches(flat, f) for f in suite.exclude):
+            continue
+        if not all(matches(flat, f) for f in only):
+            continue
+        cells.setdefault(cell.id, cell)
+    return list(cells.values())
+
+
+def parse_only(items: Iterable[str]) -> list[dict[str, Any]]:
+    """`--only key=value` flags -> filters; the same key twice means either value."""
+    import yaml
+
+    merged: dict[str, list[Any]] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ConfigError(f"--only {item!r}: expected key=value, e.g. --only machines=2")
+        if key not in FILTER_KEYS:
+            raise ConfigError(f"--only {item!r}: unknown key {key!r}; valid: {', '.join(FILTER_KEYS)}")
+        merged.setdefault(key, []).append(yaml.safe_load(text) if text.strip() else "")
+    return [{k: v} for k, v in merged.items()]

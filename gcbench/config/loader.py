@@ -1,0 +1,222 @@
+"""Load a YAML file safely and report every mistake as `file:line: dotted.path: message`.
+
+The file is composed into a node tree first (`yaml.compose`), which keeps line numbers;
+the tree is checked for non-standard tags and for alias expansion (a "billion laughs"
+file is rejected before anything walks it), then constructed with the safe constructor
+and validated with pydantic. Each pydantic error's `loc` is walked down the node tree to
+find its line (STYLE §9).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gcbench.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_BYTES = 4 * 1024 * 1024
+MAX_NODES = 100_000  # after alias expansion; real suites have a few hundred
+SAFE_TAGS = {
+    "tag:yaml.org,2002:" + t
+    for t in ("str", "int", "float", "bool", "null", "seq", "map", "merge", "timestamp")
+}
+
+
+def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
+    """The file's data and its node tree. Raises ConfigError with one clear line."""
+    where = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{where}: file is {len(raw):,} bytes; suites are limited to {MAX_BYTES:,}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{where}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else 1
+        what = " ".join(str(x) for x in (e.context, e.problem) if x)
+        raise ConfigError(f"{where}:{line}: invalid YAML: {what}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{where}: invalid YAML: {e}") from None
+    if node is None:
+        raise ConfigError(f"{where}:1: the file is empty; expected a mapping (see `gcbench schema`)")
+    _check_tree(node, where)
+    loader = yaml.SafeLoader("")
+    try:
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:
+        line = e.problem_mark.line + 1 if e.problem_mark else 1
+        raise ConfigError(f"{where}:{line}: {e.problem}") from None
+    finally:
+        loader.dispose()
+    return data, node
+
+
+def _check_tree(root: yaml.Node, where: str) -> None:
+    """Reject unsafe tags, recursive aliases and alias bombs, in time linear in the file."""
+    size: dict[int, int] = {}
+    active: set[int] = set()
+
+    def visit(node: yaml.Node) -> int:
+        key = id(node)
+        if key in size:
+            return size[key]
+        if key in active:
+            raise ConfigError(f"{where}:{node.start_mark.line + 1}: recursive YAML alias")
+        if node.tag not in SAFE_TAGS:
+            raise ConfigError(
+                f"{where}:{node.start_mark.line + 1}: unsupported YAML tag {node.tag!r}; "
+                "suites are plain YAML (no !!python or custom tags)"
+            )
+        active.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(visit(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(visit(k) + visit(v) for k, v in node.value)
+        active.discard(key)
+        if total > MAX_NODES:
+            raise ConfigError(
+                f"{where}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                f"{MAX_NODES:,} values (an alias bomb?)"
+            )
+        size[key] = total
+        return total
+
+    visit(root)
+
+
+def load_model(path: str | Path, model: type[M]) -> M:
+    """Read and validate `path` as `model`, reporting every validation error by line."""
+    data, node = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}:{node.start_mark.line + 1}: expected a mapping at the top level, "
+            f"got {type(data).__name__}"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        lines = [_format(str(path), node, err, model) for err in e.errors()]
+        raise ConfigError(sorted(lines, key=_line_of)) from None
+
+
+def locate(node: yaml.Node, loc: tuple[Any, ...]) -> tuple[int, str]:
+    """Walk `loc` down the node tree: (1-based line, dotted path of the keys that exist).
+
+    Items of `loc` that name no key (pydantic adds union tags such as `topk` or
+    `function-before[...]`) are skipped, except a last item, which is a missing or unknown
+    key of the mapping reached so far.
+    """
+    path: list[str] = []
+    line = node.start_mark.line + 1
+    for i, item in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == str(item):
+                    path.append(str(item))
+                    line = k.start_mark.line + 1
+                    node = v
+                    break
+            else:
+                if last:
+                    path.append(str(item))
+                continue
+        elif isinstance(node, yaml.SequenceNode) and isinstance(item, int):
+            if 0 <= item < len(node.value):
+                path.append(str(item))
+                node = node.value[item]
+                line = node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and last:
+            continue
+        else:
+            # A scalar that a validator expanded (e.g. a preset name): stay on its line.
+            continue
+    return line, ".".join(path)
+
+
+_OPS = {
+    "greater_than": ("must be >", "gt"),
+    "greater_than_equal": ("must be ≥", "ge"),
+    "less_than": ("must be <", "lt"),
+    "less_than_equal": ("must be ≤", "le"),
+}
+
+
+def _all_field_names(model: type[BaseModel]) -> set[str]:
+    """Every field name in `model` and the models it nests (for 'did you mean')."""
+    seen: set[str] = set()
+    stack = [model]
+    done: set[type] = set()
+    while stack:
+        m = stack.pop()
+        if m in done:
+            continue
+        done.add(m)
+        for name, field in m.model_fields.items():
+            seen.add(name)
+            for t in _nested_models(field.annotation):
+                stack.append(t)
+    return seen
+
+
+def _nested_models(annotation: Any) -> list[type[BaseModel]]:
+    out: list[type[BaseModel]] = []
+    stack = [annotation]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            out.append(a)
+        stack.extend(getattr(a, "__args__", ()) or ())
+        stack.extend(getattr(a, "__metadata__", ()) or ())
+        origin = getattr(a, "__origin__", None)
+        if origin is not None and origin is not a:
+            stack.append(origin)
+    return out
+
+
+def _format(where: str, root: yaml.Node, err: Any, model: type[BaseModel]) -> str:
+    line, path = locate(root, tuple(err["loc"]))
+    kind = err["type"]
+    msg = err["msg"]
+    value = err.get("input")
+    if kind in _OPS:
+        text, key = _OPS[kind]
+        msg = f"{text} {err['ctx'][key]:g}, got {value!r}"
+    elif kind == "extra_forbidden":
+        name = str(err["loc"][-1])
+        close = difflib.get_close_matches(name, sorted(_all_field_names(model)), n=1)
+        msg = f"unknown key {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+    elif kind == "missing":
+        msg = "required key is missing"
+    elif kind == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    elif isinstance(value, (str, int, float, bool)) or value is None:
+        msg = f"{msg}, got {value!r}"
+    return f"{where}:{line}: {path}: {msg}" if path else f"{where}:{line}: {msg}"
+
+
+def _line_of(message: str) -> int:
+    """The line number in `file:line: ...`, to list errors in file order."""
+    parts = message.split(":")
+    for p in parts[1:]:
+        if p.isdigit():
+            return int(p)
+    return 0

@@ -1,0 +1,224 @@
+"""Pydantic models of a suite and of one cell of its grid.
+
+Every model is frozen and forbids unknown keys, so a typo is an error with a line number
+rather than a silently ignored setting. Defaults that depend on other fields (a model's
+batch size, a link's bandwidth) are filled in before validation, so a cell states every
+value it runs with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from gcbench.config.compressors import CompressorSpec, NoneSpec
+from gcbench.zoo.catalog import MODELS
+from gcbench.zoo.devices import DEVICES
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _as_list(value: Any) -> Any:
+    """Grid axes accept a single value where a list of one is meant."""
+    return value if isinstance(value, list) else [value]
+
+
+class ModelSpec(_Frozen):
+    """A zoo model and its per-GPU batch size (default: the zoo's pinned one)."""
+
+    name: str
+    batch_size: int | None = Field(None, gt=0)
+    seq_len: int | None = Field(None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            data = {"name": data}
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            info = MODELS.get(data["name"])
+            if info is None:
+                raise ValueError(
+                    f"unknown model {data['name']!r}; valid: {', '.join(sorted(MODELS))}"
+                )
+            data = {"batch_size": info.batch_size, "seq_len": info.seq_len, **data}
+        return data
+
+
+# Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
+# V100 has 6 links x 25 GB/s; a PCIe 3.0 x16 slot 15.75 GB/s.
+INTRA_DEFAULT_GBS = {"nvlink": 150.0, "pcie": 15.75}
+
+
+class Network(_Frozen):
+    """Links of one machine and between machines (DESIGN §5 Network and cluster).
+
+    Efficiency is achieved bus bandwidth / line rate; latency is per collective step.
+    """
+
+    intra: Literal["nvlink", "pcie"] = "nvlink"
+    intra_gbs: float | None = Field(None, gt=0, description="GB/s per GPU inside a machine")
+    intra_latency_us: float = Field(5.0, ge=0)
+    intra_efficiency: float = Field(0.8, gt=0, le=1)
+    inter_gbps: float = Field(gt=0, description="Gbit/s per machine between machines")
+    inter_latency_us: float = Field(25.0, ge=0)
+    inter_efficiency: float = Field(0.7, gt=0, le=1)
+    nics_per_machine: int = Field(1, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("intra_gbs") is None:
+            kind = data.get("intra", "nvlink")
+            if kind in INTRA_DEFAULT_GBS:
+                data = {**data, "intra_gbs": INTRA_DEFAULT_GBS[kind]}
+        return data
+
+
+class Cluster(_Frozen):
+    """`machines` x `gpus_per_machine` GPU workers plus `cpu_servers` CPU machines."""
+
+    machines: int = Field(ge=1)
+    gpus_per_machine: int = Field(8, ge=1)
+    cpu_servers: int = Field(0, ge=0)
+    cpu_cores: int = Field(16, ge=1, description="CPU-compression pool per machine")
+
+    @property
+    def gpus(self) -> int:
+        return self.machines * self.gpus_per_machine
+
+
+# Strategies the simulate backend runs today; the planner and baseline issues add more.
+Strategy = Literal["fp32", "fp16"]
+# Strategies that use no compressor run once, with compressor `none` (DESIGN §4).
+COMPRESSOR_FREE_STRATEGIES = frozenset({"fp32", "fp16"})
+
+DeviceName = Literal["v100", "a100", "h100", "rtx2080ti", "t4"]
+assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
+
+
+def _axis(item: Any) -> Any:
+    return Annotated[list[item], Field(min_length=1), BeforeValidator(_as_list)]
+
+
+class Grid(_Frozen):
+    """The axes whose cross product is the suite's cells."""
+
+    model: _axis(ModelSpec)  # type: ignore[valid-type]
+    compressor: _axis(CompressorSpec) = Field(default_factory=lambda: [NoneSpec(kind="none")])  # type: ignore[valid-type]
+    network: _axis(Network)  # type: ignore[valid-type]
+    cluster: _axis(Cluster)  # type: ignore[valid-type]
+    strategy: _axis(Strategy) = Field(default_factory=lambda: ["fp32"])  # type: ignore[valid-type]
+
+
+# Keys a filter (`include`, `exclude`, `--only`) may test: the flat config columns of a cell.
+FILTER_KEYS = (
+    "model", "batch_size", "seq_len", "compressor", "compressor_kind", "strategy", "machines",
+    "gpus_per_machine", "gpus", "cpu_servers", "cpu_cores", "intra", "intra_gbs",
+    "inter_gbps", "nics_per_machine", "device", "seed", "mode",
+)
+Scalar = str | int | float | bool
+
+
+def _check_filter(value: dict[str, Any]) -> dict[str, Any]:
+    bad = [k for k in value if k not in FILTER_KEYS]
+    if bad:
+        raise ValueError(f"unknown filter key {bad[0]!r}; valid: {', '.join(FILTER_KEYS)}")
+    return value
+
+
+Filter = Annotated[dict[str, Scalar | list[Scalar]], Field(min_length=1)]
+
+
+class Suite(_Frozen):
+    """A suite file: a grid of cells and how to run them."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
+    description: str = ""
+    mode: Literal["simulate", "emulate"] = "simulate"
+    seed: int = 0
+    repetitions: int = Field(1, ge=1, le=1000)
+    device: DeviceName = "v100"
+    grid: Grid
+    include: list[Filter] = Field(default_factory=list)
+    exclude: list[Filter] = Field(default_factory=list)
+
+    @field_validator("mode")
+    @classmethod
+    def _mode_available(cls, mode: str) -> str:
+        if mode == "emulate":
+            raise ValueError(
+                "mode 'emulate' (Ray actors with real tensors) is reserved for a later "
+                "release; use 'simulate'"
+            )
+        return mode
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _filter_keys(cls, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for f in filters:
+            _check_filter(f)
+        return filters
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+class Cell(_Frozen):
+    """One point of a suite's grid: the unit of scheduling, storage and resume."""
+
+    model: ModelSpec
+    compressor: CompressorSpec
+    network: Network
+    cluster: Cluster
+    strategy: Strategy
+    device: DeviceName = "v100"
+    mode: Literal["simulate"] = "simulate"
+    seed: int = 0
+
+    def canonical_json(self) -> str:
+        """JSON with default values left out, so adding a field with a default later does
+        not change the id of existing cells (DESIGN §5 On disk)."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def flat(self) -> dict[str, Any]:
+        """The cell's config columns, as Records and filters see them."""
+        n, c = self.network, self.cluster
+        return {
+            "model": self.model.name,
+            "batch_size": self.model.batch_size,
+            "seq_len": self.model.seq_len,
+            "compressor": self.compressor.label(),
+            "compressor_kind": self.compressor.kind,
+            "compressor_params": json.dumps(self.compressor.params(), sort_keys=True),
+            "strategy": self.strategy,
+            "machines": c.machines,
+            "gpus_per_machine": c.gpus_per_machine,
+            "gpus": c.gpus,
+            "cpu_servers": c.cpu_servers,
+            "cpu_cores": c.cpu_cores,
+            "intra": n.intra,
+            "intra_gbs": n.intra_gbs,
+            "intra_latency_us": n.intra_latency_us,
+            "intra_efficiency": n.intra_efficiency,
+            "inter_gbps": n.inter_gbps,
+            "inter_latency_us": n.inter_latency_us,
+            "inter_efficiency": n.inter_efficiency,
+            "nics_per_machine": n.nics_per_machine,
+            "device": self.device,
+            "mode": self.mode,
+            "seed": self.seed,
+        }

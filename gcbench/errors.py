@@ -1,0 +1,42 @@
+"""The one exception tree of gcbench.
+
+    GcbenchError                 anything gcbench raises on purpose
+    ├── ConfigError              bad input: suite YAML, CLI flags, unknown names
+    │                            (carries one message per mistake, each `file:line: path: what`)
+    ├── PlanError                a planner could not produce a plan
+    ├── InfeasibleError          a cell that cannot run as configured (status `infeasible`)
+    └── RunFailed                a run finished but some cells failed (`status` = exit code)
+
+Library code raises these; only `gcbench/cli.py` turns them into `error: ...` lines and an
+exit code (2 for ConfigError, 1 for RunFailed).
+"""
+
+from __future__ import annotations
+
+
+class GcbenchError(Exception):
+    """Base class of every error gcbench raises on purpose."""
+
+
+class ConfigError(GcbenchError):
+    """Bad input. `messages` holds one line per mistake, so all of them can be shown."""
+
+    def __init__(self, messages: str | list[str]):
+        self.messages = [messages] if isinstance(messages, str) else list(messages)
+        super().__init__("\n".join(self.messages))
+
+
+class PlanError(GcbenchError):
+    """A planner could not produce a plan for a cell."""
+
+
+class InfeasibleError(GcbenchError):
+    """A cell cannot run as configured (e.g. a strategy needs servers the cluster lacks)."""
+
+
+class RunFailed(GcbenchError):
+    """A run finished, but some of its cells failed; `status` is the exit code to use."""
+
+    def __init__(self, message: str, status: int = 1):
+        self.status = status
+        super().__init__(message)

@@ -1,0 +1,24 @@
+"""What one Ray task does for one cell: run the backend, return plain rows and spans.
+
+No ray import here, so a cell can be executed (and tested) in-process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gcbench.config.models import Cell
+
+
+def execute_cell(cell: Cell, repetitions: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Metric rows (one per repetition) and the trace spans of the first repetition."""
+    from gcbench.sim import simulate_cell
+
+    rows: list[dict[str, Any]] = []
+    spans: list[dict[str, Any]] = []
+    for rep in range(repetitions):
+        result = simulate_cell(cell, record_trace=rep == 0)
+        if rep == 0:
+            spans = [s.to_dict() for s in result.spans]
+        rows.append({**result.metrics, "repetition": rep})
+    return rows, spans

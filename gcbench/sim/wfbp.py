@@ -1,0 +1,114 @@
+"""First simulate backend: data-parallel SGD with wait-free backprop (WFBP) and one ring
+allreduce per gradient tensor (ACP-SGD §II-A; DESIGN §7).
+
+Streams of one worker (all workers are symmetric): `compute` runs forward, backward in
+gradient order, GPU (de)compression and the update; one communication stream serves
+tensors in gradient order (NCCL launches collectives in the same order on every rank).
+Strategies:
+
+- fp32: every gradient is allreduced as is.
+- fp16: each gradient is cast to half on the GPU right after its backward (delaying later
+  backward work), allreduced at 2 bytes per element, and cast back once backward is done.
+
+On one GPU there is no communication, so both strategies reduce to the compute time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gcbench.comm import Link, ring_allreduce_s, ring_allreduce_wire_bytes
+from gcbench.config.models import Cell
+from gcbench.sim.trace import Span, breakdown
+from gcbench.zoo.devices import DEVICES
+from gcbench.zoo.profile import ModelProfile, model_profile
+
+BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2}
+
+
+@dataclass
+class SimResult:
+    metrics: dict[str, Any]
+    spans: list[Span] = field(default_factory=list)
+
+
+def ring_link(cell: Cell) -> Link:
+    """The bottleneck link of a flat ring over every GPU of the cluster.
+
+    On one machine the ring runs over NVLink/PCIe. Across machines each machine boundary
+    is crossed by one ring edge, so the ring moves at min(intra, inter-per-machine) and
+    each step waits for the slower latency.
+    """
+    n = cell.network
+    intra = Link(n.intra_gbs * 1e9, n.intra_latency_us * 1e-6, n.intra_efficiency)  # type: ignore[operator]
+    if cell.cluster.machines == 1:
+        return intra
+    inter = Link(n.inter_gbps * n.nics_per_machine * 1e9 / 8, n.inter_latency_us * 1e-6,
+                 n.inter_efficiency)
+    return inter if inter.effective_Bps <= intra.effective_Bps else Link(
+        intra.bandwidth_Bps, max(intra.latency_s, inter.latency_s), intra.efficiency)
+
+
+def cast_s(numel: int, cell: Cell, profile: ModelProfile) -> float:
+    """fp32 <-> fp16 cast: memory-bound, 4 + 2 bytes per element, one kernel."""
+    dev = DEVICES[cell.device]
+    return numel * 6 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
+
+
+def simulate_cell(cell: Cell, record_trace: bool = True) -> SimResult:
+    """Simulate one iteration of `cell`; returns its metrics and the spans of worker 0."""
+    profile = model_profile(cell.model.name, cell.model.batch_size, cell.device, cell.model.seq_len)
+    gpus = cell.cluster.gpus
+    link = ring_link(cell)
+    compress = cell.strategy == "fp16" and gpus > 1
+    elem_bytes = BYTES_PER_ELEMENT[cell.strategy] if gpus > 1 else 4
+    stream = "intra" if cell.cluster.machines == 1 else "inter_tx"
+
+    spans: list[Span] = [Span(0, "compute", "forward", "forward", 0.0, profile.forward_s)]
+    gpu_free = profile.forward_s
+    comm_free = 0.0
+    comm_end: list[float] = []
+    wire = 0.0
+    for t in profile.tensors:
+        spans.append(Span(0, "compute", t.name, "backward", gpu_free, t.backward_s))
+        gpu_free += t.backward_s
+        if gpus == 1:
+            continue
+        if compress:
+            dur = cast_s(t.numel, cell, profile)
+            spans.append(Span(0, "compute", t.name, "compress", gpu_free, dur))
+            gpu_free += dur
+        nbytes = t.numel * elem_bytes
+        start = max(gpu_free, comm_free)
+        dur = ring_allreduce_s(nbytes, gpus, link)
+        spans.append(Span(0, stream, t.name, "comm", start, dur, nbytes))
+        comm_free = start + dur
+        comm_end.append(comm_free)
+        wire += ring_allreduce_wire_bytes(nbytes, gpus)
+    ready = gpu_free
+    if compress:
+        for t, end in zip(profile.tensors, comm_end, strict=True):
+            start = max(ready, end)
+            dur = cast_s(t.numel, cell, profile)
+            spans.append(Span(0, "compute", t.name, "decompress", start, dur))
+            ready = start + dur
+    else:
+        ready = max([ready, *comm_end])
+    spans.append(Span(0, "compute", "update", "update", ready, profile.update_s))
+    iteration_s = ready + profile.update_s
+
+    metrics: dict[str, Any] = breakdown(spans, iteration_s)
+    samples = profile.samples_per_iteration
+    throughput = gpus * samples / iteration_s
+    metrics.update(
+        iteration_s=iteration_s,
+        throughput=throughput,
+        scaling_factor=throughput / (gpus * samples / profile.compute_s),
+        wire_bytes=int(round(wire)),
+        planner_s=0.0,
+        sample_unit=profile.sample_unit,
+        tensors=len(profile.tensors),
+        model_mib=profile.numel * 4 / 2**20,
+    )
+    return SimResult(metrics, spans if record_trace else [])
