@@ -59,7 +59,9 @@ def _errors() -> Iterator[None]:
 
 @app.callback()
 def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks; re-raise failures.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks; re-raise failures.")
+    ] = False,
 ) -> None:
     _state["debug"] = debug
 
@@ -67,14 +69,38 @@ def _main(
 @app.command()
 def run(
     suite: Annotated[Path, typer.Argument(help="Suite file, e.g. suites/smoke.yaml.")],
-    results: Annotated[Path, typer.Option(help="Where results go: <results>/<suite>/<run-id>/.")] = Path("results"),
-    fresh: Annotated[bool, typer.Option("--fresh", help="Start a new run instead of continuing the latest one.")] = False,
-    only: Annotated[list[str] | None, typer.Option("--only", help="Run only cells with key=value (repeatable; the same key twice means either value), e.g. --only model=resnet50.")] = None,
-    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: RAY_ADDRESS, else a local Ray on 127.0.0.1).")] = None,
-    concurrency: Annotated[int | None, typer.Option(min=1, help="Cells running at once (default: the cluster's CPUs).")] = None,
-    num_cpus: Annotated[int | None, typer.Option(min=1, help="CPUs of the local Ray instance (default: all).")] = None,
-    reports: Annotated[Path, typer.Option(help="Where the HTML report goes: <reports>/<suite>/index.html.")] = Path("reports"),
-    report: Annotated[bool, typer.Option(help="Write the HTML report when the run finishes.")] = True,
+    results: Annotated[
+        Path, typer.Option(help="Where results go: <results>/<suite>/<run-id>/.")
+    ] = Path("results"),
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Start a new run instead of continuing the latest one.")
+    ] = False,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Run only cells with key=value (repeatable; the same key twice means "
+            "either value), e.g. --only model=resnet50.",
+        ),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster address (default: RAY_ADDRESS, else a local Ray on 127.0.0.1)."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Cells running at once (default: the cluster's CPUs).")
+    ] = None,
+    num_cpus: Annotated[
+        int | None, typer.Option(min=1, help="CPUs of the local Ray instance (default: all).")
+    ] = None,
+    reports: Annotated[
+        Path, typer.Option(help="Where the HTML report goes: <reports>/<suite>/index.html.")
+    ] = Path("reports"),
+    report: Annotated[
+        bool, typer.Option(help="Write the HTML report when the run finishes.")
+    ] = True,
 ) -> None:
     """Run a suite's cells on Ray (continuing its latest run), then write its report.
 
@@ -94,14 +120,24 @@ def run(
     summary = None
     with _errors(), _progress_bar(s.name) as on_progress:
         try:
-            summary = run_suite(s, results, fresh=fresh, only=filters, address=address,
-                                concurrency=concurrency, num_cpus=num_cpus,
-                                progress=on_progress, suite_file=str(suite))
+            summary = run_suite(
+                s,
+                results,
+                fresh=fresh,
+                only=filters,
+                address=address,
+                concurrency=concurrency,
+                num_cpus=num_cpus,
+                progress=on_progress,
+                suite_file=str(suite),
+            )
         except KeyboardInterrupt:
             if _state["debug"]:
                 raise
-            typer.echo("\ninterrupted: finished cells are saved; run the same command "
-                       "again to continue.", err=True)
+            typer.echo(
+                "\ninterrupted: finished cells are saved; run the same command again to continue.",
+                err=True,
+            )
             raise typer.Exit(130) from None
     assert summary is not None
     typer.echo(
@@ -124,16 +160,26 @@ def run(
 def _progress_bar(name: str) -> Iterator[Any]:
     from rich.console import Console
     from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
         TimeRemainingColumn,
     )
 
     console = Console(stderr=True)
     bar = Progress(
-        TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TextColumn("eta"),
-        TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
-        console=console, transient=False,
+        TextColumn(f"[bold]{name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        transient=False,
     )
     task = None
 
@@ -150,7 +196,13 @@ def _progress_bar(name: str) -> Iterator[Any]:
 @app.command()
 def validate(
     suites: Annotated[list[Path] | None, typer.Argument(help="Suite files to check.")] = None,
-    cluster: Annotated[list[Path] | None, typer.Option("--cluster", help="Ray cluster-launcher file to check against Ray's schema (repeatable).")] = None,
+    cluster: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--cluster",
+            help="Ray cluster-launcher file to check against Ray's schema (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Check suite files (and cluster files) without running anything.
 
@@ -192,8 +244,12 @@ def schema() -> None:
 
 @app.command()
 def report(
-    results_dir: Annotated[Path, typer.Argument(help="A run folder, or a suite folder (its latest run).")],
-    out: Annotated[Path | None, typer.Option(help="Output folder (default: reports/<suite>).")] = None,
+    results_dir: Annotated[
+        Path, typer.Argument(help="A run folder, or a suite folder (its latest run).")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: reports/<suite>).")
+    ] = None,
 ) -> None:
     """Write the offline HTML report of a run: index.html plus plotly.min.js beside it."""
     from gcbench.report import write_report
@@ -204,12 +260,22 @@ def report(
 
 
 @app.command()
-def models(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+def models(
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
     """List the zoo's models with their default batch sizes."""
     from gcbench.zoo.catalog import MODELS
 
-    rows = [{"name": m.name, "batch_size": m.batch_size, "seq_len": m.seq_len,
-             "sample_unit": m.sample_unit, "description": m.description} for m in MODELS.values()]
+    rows = [
+        {
+            "name": m.name,
+            "batch_size": m.batch_size,
+            "seq_len": m.seq_len,
+            "sample_unit": m.sample_unit,
+            "description": m.description,
+        }
+        for m in MODELS.values()
+    ]
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -218,12 +284,20 @@ def models(json_out: Annotated[bool, typer.Option("--json", help="Machine-readab
 
 
 @app.command()
-def compressors(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+def compressors(
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
     """List compressor kinds with their parameters, and the named presets."""
     from gcbench.config.compressors import KINDS, PRESETS
 
-    kinds = {k: {n: (None if f.is_required() else f.default) for n, f in t.model_fields.items()
-                 if n != "kind"} for k, t in KINDS.items()}
+    kinds = {
+        k: {
+            n: (None if f.is_required() else f.default)
+            for n, f in t.model_fields.items()
+            if n != "kind"
+        }
+        for k, t in KINDS.items()
+    }
     presets = {name: spec.model_dump() for name, spec in PRESETS.items()}
     if json_out:
         typer.echo(json.dumps({"kinds": kinds, "presets": presets}, indent=2))

@@ -13,8 +13,20 @@ from gcbench.config.loader import load_model, read_yaml
 from gcbench.config.models import FILTER_KEYS, Cell, Cluster, Grid, ModelSpec, Network, Suite
 
 __all__ = [
-    "PRESETS", "FILTER_KEYS", "Cell", "Cluster", "CompressorSpec", "Grid", "ModelSpec",
-    "Network", "Suite", "expand", "load_suite", "matches", "parse_only", "read_yaml",
+    "PRESETS",
+    "FILTER_KEYS",
+    "Cell",
+    "Cluster",
+    "CompressorSpec",
+    "Grid",
+    "ModelSpec",
+    "Network",
+    "Suite",
+    "expand",
+    "load_suite",
+    "matches",
+    "parse_only",
+    "read_yaml",
     "suite_schema",
 ]
 
@@ -25,8 +37,38 @@ def load_suite(path: str | Path) -> Suite:
 
 
 def suite_schema() -> dict:
-    """The JSON Schema of a suite file (committed as `schema/suite.schema.json`)."""
+    """The JSON Schema of a suite file (committed as `schema/suite.schema.json`).
+
+    Pydantic's schema describes the validated form; suites may also write a model or a
+    compressor as a string and an axis as a single value, so those are added here.
+    """
+    from gcbench.config.compressors import KINDS
+    from gcbench.zoo.catalog import model_names
+
     schema = Suite.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "gcbench suite"
+    axes = schema["$defs"]["Grid"]["properties"]
+    axes["model"]["items"] = {
+        "anyOf": [
+            {"type": "string", "enum": model_names(), "description": "a zoo model, default batch"},
+            axes["model"]["items"],
+        ]
+    }
+    axes["compressor"]["items"] = {
+        "anyOf": [
+            {
+                "type": "string",
+                "description": "a preset name or kind:param=value,...",
+                "anyOf": [
+                    {"enum": list(PRESETS)},
+                    {"pattern": "^(" + "|".join(KINDS) + ")(:.*)?$"},
+                ],
+            },
+            axes["compressor"]["items"],
+        ]
+    }
+    for name, axis in list(axes.items()):
+        title = axis.pop("title", name)
+        axes[name] = {"title": title, "anyOf": [axis, axis["items"]]}
     return schema

@@ -7,7 +7,7 @@ compressor library) builds the real thing from them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -118,12 +118,27 @@ class CovapSpec(_Spec):
 
 
 SPEC_TYPES: tuple[type[_Spec], ...] = (
-    NoneSpec, Fp16Spec, Bf16Spec, Int8Spec, TopkSpec, RandomkSpec, DgcSpec, ThresholdSpec,
-    SignsgdSpec, EfsignsgdSpec, SignumSpec, OnebitSpec, TerngradSpec, QsgdSpec, ThreelcSpec,
-    PowersgdSpec, AcpsgdSpec, CovapSpec,
+    NoneSpec,
+    Fp16Spec,
+    Bf16Spec,
+    Int8Spec,
+    TopkSpec,
+    RandomkSpec,
+    DgcSpec,
+    ThresholdSpec,
+    SignsgdSpec,
+    EfsignsgdSpec,
+    SignumSpec,
+    OnebitSpec,
+    TerngradSpec,
+    QsgdSpec,
+    ThreelcSpec,
+    PowersgdSpec,
+    AcpsgdSpec,
+    CovapSpec,
 )
 KINDS: dict[str, type[_Spec]] = {
-    t.model_fields["kind"].annotation.__args__[0]: t for t in SPEC_TYPES  # type: ignore[union-attr]
+    get_args(t.model_fields["kind"].annotation)[0]: t for t in SPEC_TYPES
 }
 
 PRESETS: dict[str, _Spec] = {
@@ -182,9 +197,24 @@ def parse_compressor(value: Any) -> Any:
 
 
 CompressorSpec = Annotated[
-    NoneSpec | Fp16Spec | Bf16Spec | Int8Spec | TopkSpec | RandomkSpec | DgcSpec
-    | ThresholdSpec | SignsgdSpec | EfsignsgdSpec | SignumSpec | OnebitSpec | TerngradSpec
-    | QsgdSpec | ThreelcSpec | PowersgdSpec | AcpsgdSpec | CovapSpec,
+    NoneSpec
+    | Fp16Spec
+    | Bf16Spec
+    | Int8Spec
+    | TopkSpec
+    | RandomkSpec
+    | DgcSpec
+    | ThresholdSpec
+    | SignsgdSpec
+    | EfsignsgdSpec
+    | SignumSpec
+    | OnebitSpec
+    | TerngradSpec
+    | QsgdSpec
+    | ThreelcSpec
+    | PowersgdSpec
+    | AcpsgdSpec
+    | CovapSpec,
     Field(discriminator="kind"),
     BeforeValidator(parse_compressor),
 ]

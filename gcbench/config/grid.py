@@ -45,8 +45,14 @@ def expand(suite: Suite, only: Iterable[Mapping[str, Any]] = ()) -> list[Cell]:
         if strategy in COMPRESSOR_FREE_STRATEGIES:
             comp = NoneSpec(kind="none")
         cell = Cell(
-            model=model, compressor=comp, network=net, cluster=cluster, strategy=strategy,
-            device=suite.device, mode=suite.mode, seed=suite.seed,  # type: ignore[arg-type]
+            model=model,
+            compressor=comp,
+            network=net,
+            cluster=cluster,
+            strategy=strategy,
+            device=suite.device,
+            mode=suite.mode,
+            seed=suite.seed,
         )
         flat = cell.flat()
         if suite.include and not any(matches(flat, f) for f in suite.include):
@@ -70,6 +76,8 @@ def parse_only(items: Iterable[str]) -> list[dict[str, Any]]:
         if not eq or not key:
             raise ConfigError(f"--only {item!r}: expected key=value, e.g. --only machines=2")
         if key not in FILTER_KEYS:
-            raise ConfigError(f"--only {item!r}: unknown key {key!r}; valid: {', '.join(FILTER_KEYS)}")
+            raise ConfigError(
+                f"--only {item!r}: unknown key {key!r}; valid: {', '.join(FILTER_KEYS)}"
+            )
         merged.setdefault(key, []).append(yaml.safe_load(text) if text.strip() else "")
     return [{k: v} for k, v in merged.items()]

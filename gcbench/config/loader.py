@@ -36,7 +36,9 @@ def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
     except OSError as e:
         raise ConfigError(f"{where}: cannot read: {e.strerror or e}") from None
     if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{where}: file is {len(raw):,} bytes; suites are limited to {MAX_BYTES:,}")
+        raise ConfigError(
+            f"{where}: file is {len(raw):,} bytes; suites are limited to {MAX_BYTES:,}"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -55,7 +57,9 @@ def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
     except yaml.YAMLError as e:
         raise ConfigError(f"{where}: invalid YAML: {e}") from None
     if node is None:
-        raise ConfigError(f"{where}:1: the file is empty; expected a mapping (see `gcbench schema`)")
+        raise ConfigError(
+            f"{where}:1: the file is empty; expected a mapping (see `gcbench schema`)"
+        )
     _check_tree(node, where)
     loader = yaml.SafeLoader("")
     try:

@@ -12,7 +12,15 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from gcbench.config.compressors import CompressorSpec, NoneSpec
 from gcbench.zoo.catalog import MODELS
@@ -118,9 +126,24 @@ class Grid(_Frozen):
 
 # Keys a filter (`include`, `exclude`, `--only`) may test: the flat config columns of a cell.
 FILTER_KEYS = (
-    "model", "batch_size", "seq_len", "compressor", "compressor_kind", "strategy", "machines",
-    "gpus_per_machine", "gpus", "cpu_servers", "cpu_cores", "intra", "intra_gbs",
-    "inter_gbps", "nics_per_machine", "device", "seed", "mode",
+    "model",
+    "batch_size",
+    "seq_len",
+    "compressor",
+    "compressor_kind",
+    "strategy",
+    "machines",
+    "gpus_per_machine",
+    "gpus",
+    "cpu_servers",
+    "cpu_cores",
+    "intra",
+    "intra_gbs",
+    "inter_gbps",
+    "nics_per_machine",
+    "device",
+    "seed",
+    "mode",
 )
 Scalar = str | int | float | bool
 
@@ -132,7 +155,9 @@ def _check_filter(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-Filter = Annotated[dict[str, Scalar | list[Scalar]], Field(min_length=1)]
+Filter = Annotated[
+    dict[str, Scalar | list[Scalar]], Field(min_length=1), AfterValidator(_check_filter)
+]
 
 
 class Suite(_Frozen):
@@ -157,13 +182,6 @@ class Suite(_Frozen):
                 "release; use 'simulate'"
             )
         return mode
-
-    @field_validator("include", "exclude")
-    @classmethod
-    def _filter_keys(cls, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for f in filters:
-            _check_filter(f)
-        return filters
 
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -13,13 +13,17 @@ PARTS = (
 
 
 def cell_label(row: pd.Series) -> str:
-    return (f"{row['model']} · {row['strategy']}"
-            + (f" · {row['compressor']}" if row["compressor"] != "none" else "")
-            + f" · {row['machines']}×{row['gpus_per_machine']} · {row['inter_gbps']:g} Gbps")
+    return (
+        f"{row['model']} · {row['strategy']}"
+        + (f" · {row['compressor']}" if row["compressor"] != "none" else "")
+        + f" · {row['machines']}×{row['gpus_per_machine']} · {row['inter_gbps']:g} Gbps"
+    )
 
 
 def per_cell(df: pd.DataFrame) -> pd.DataFrame:
     """Mean over repetitions of each ok cell, in a stable, readable order."""
+    if df.empty:
+        return pd.DataFrame(columns=["cell_id", "label", *(p for p, _, _ in PARTS)])
     ok = df[df["status"] == "ok"]
     if ok.empty:
         return ok

@@ -14,9 +14,23 @@ from gcbench.results.store import RunStore, _resolve_run, atomic_write, load_res
 
 PLOTLY_JS = "plotly.min.js"
 TABLE_COLUMNS = (
-    "model", "strategy", "compressor", "machines", "gpus_per_machine", "gpus", "intra",
-    "inter_gbps", "status", "iteration_s", "throughput", "scaling_factor", "compute_s",
-    "compress_exposed_s", "comm_exposed_s", "wire_bytes", "error",
+    "model",
+    "strategy",
+    "compressor",
+    "machines",
+    "gpus_per_machine",
+    "gpus",
+    "intra",
+    "inter_gbps",
+    "status",
+    "iteration_s",
+    "throughput",
+    "scaling_factor",
+    "compute_s",
+    "compress_exposed_s",
+    "comm_exposed_s",
+    "wire_bytes",
+    "error",
 )
 
 PAGE = """<!DOCTYPE html>
@@ -58,8 +72,10 @@ def _table(df: pd.DataFrame) -> str:
     bad = df[df["status"] != "ok"].drop_duplicates("cell_id")
     cells = pd.concat([per_cell(df), bad], ignore_index=True)
     cols = [c for c in TABLE_COLUMNS if c in cells.columns]
-    return cells[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0,
-                               na_rep="", escape=True)
+    table = cells[cols].astype(object).where(cells[cols].notna(), "")
+    return table.to_html(
+        index=False, float_format=lambda v: f"{v:.4g}", border=0, na_rep="", escape=True
+    )
 
 
 def write_report(results: Path | str, out: Path | str | None = None) -> Path:
@@ -73,18 +89,25 @@ def write_report(results: Path | str, out: Path | str | None = None) -> Path:
     df = load_results(run)
     _write_plotly_js(out_dir)
     fig = breakdown_figure(df)
-    figure = fig.to_html(full_html=False, include_plotlyjs=False,
-                         config={"displaylogo": False,
-                                 "responsive": True})
+    figure = fig.to_html(
+        full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True}
+    )
     n_failed = int((df.drop_duplicates("cell_id")["status"] != "ok").sum()) if not df.empty else 0
-    meta = (f"run {html.escape(store.run_id)} · {df['cell_id'].nunique() if not df.empty else 0} "
-            f"cells · status {html.escape(str(manifest.get('status', '?')))} · "
-            f"gcbench {html.escape(str(manifest.get('gcbench_version', '?')))} · "
-            f"cluster {html.escape(json.dumps(manifest.get('cluster', {}).get('resources', {})))}")
-    failed = (f'<p class="failed">{n_failed} cell(s) failed; see the table.</p>'
-              if n_failed else "")
-    page = PAGE.format(title=html.escape(f"gcbench · {suite}"), js=PLOTLY_JS, meta=meta,
-                       failed=failed, figure=figure, table=_table(df))
+    meta = (
+        f"run {html.escape(store.run_id)} · {df['cell_id'].nunique() if not df.empty else 0} "
+        f"cells · status {html.escape(str(manifest.get('status', '?')))} · "
+        f"gcbench {html.escape(str(manifest.get('gcbench_version', '?')))} · "
+        f"cluster {html.escape(json.dumps(manifest.get('cluster', {}).get('resources', {})))}"
+    )
+    failed = f'<p class="failed">{n_failed} cell(s) failed; see the table.</p>' if n_failed else ""
+    page = PAGE.format(
+        title=html.escape(f"gcbench · {suite}"),
+        js=PLOTLY_JS,
+        meta=meta,
+        failed=failed,
+        figure=figure,
+        table=_table(df),
+    )
     index = out_dir / "index.html"
     atomic_write(index, page.encode())
     return index

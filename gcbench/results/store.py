@@ -116,18 +116,22 @@ class RunStore:
         return json.loads(path.read_text()) if path.is_file() else {}
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write(self.path / "manifest.json",
-                     json.dumps(manifest, indent=2, sort_keys=True).encode())
+        atomic_write(
+            self.path / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode()
+        )
 
-    def write_cell(self, cell_id: str, rows: list[dict[str, Any]],
-                   spans: list[dict[str, Any]] | None) -> Path:
+    def write_cell(
+        self, cell_id: str, rows: list[dict[str, Any]], spans: list[dict[str, Any]] | None
+    ) -> Path:
         """Write one finished cell: its trace (if any), then its rows."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         if spans:
-            atomic_write(self.traces_dir / f"{cell_id}.json.gz",
-                         gzip.compress(json.dumps(spans).encode(), mtime=0))
+            atomic_write(
+                self.traces_dir / f"{cell_id}.json.gz",
+                gzip.compress(json.dumps(spans).encode(), mtime=0),
+            )
         table = pa.Table.from_pylist(rows)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
@@ -136,8 +140,9 @@ class RunStore:
         return path
 
     def cell_files(self) -> list[Path]:
-        return sorted(p for p in self.cells_dir.glob("*.parquet")
-                      if not p.name.startswith(TMP_PREFIX))
+        return sorted(
+            p for p in self.cells_dir.glob("*.parquet") if not p.name.startswith(TMP_PREFIX)
+        )
 
 
 def _resolve_run(path: Path) -> Path:
@@ -146,8 +151,10 @@ def _resolve_run(path: Path) -> Path:
         return path
     run = latest_run(path)
     if run is None:
-        raise ConfigError(f"{path}: not a gcbench run folder or suite folder "
-                          "(expected manifest.json, or runs that contain one)")
+        raise ConfigError(
+            f"{path}: not a gcbench run folder or suite folder "
+            "(expected manifest.json, or runs that contain one)"
+        )
     return run
 
 

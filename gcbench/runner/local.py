@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -27,14 +28,14 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
         return False
     ray.init(
         num_cpus=num_cpus,
         include_dashboard=False,
         dashboard_host=LOOPBACK,
         _node_ip_address=LOOPBACK,
-        logging_level="WARNING",
+        logging_level=logging.WARNING,
         log_to_driver=False,
     )
     return True
@@ -44,7 +45,8 @@ def cluster_info() -> dict[str, Any]:
     import ray
 
     return {
-        "resources": {k: float(v) for k, v in ray.cluster_resources().items()
-                      if not k.startswith("node:")},
+        "resources": {
+            k: float(v) for k, v in ray.cluster_resources().items() if not k.startswith("node:")
+        },
         "nodes": [n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")],
     }

@@ -77,8 +77,10 @@ def _task(cell_json: str, repetitions: int, cell_fn: CellFn) -> dict[str, Any]:
 
 def _label(cell: Cell) -> str:
     f = cell.flat()
-    return (f"{f['model']} {f['strategy']} {f['compressor']} "
-            f"{f['machines']}x{f['gpus_per_machine']} {f['inter_gbps']:g}Gbps")
+    return (
+        f"{f['model']} {f['strategy']} {f['compressor']} "
+        f"{f['machines']}x{f['gpus_per_machine']} {f['inter_gbps']:g}Gbps"
+    )
 
 
 def _previously_failed(store: RunStore, ids: Iterable[str]) -> set[str]:
@@ -122,10 +124,14 @@ def run_suite(
     todo = [c for c in cells if c.id not in finished or c.id in retry]
     state = Progress(total=len(cells), done=len(cells) - len(todo), skipped=len(cells) - len(todo))
 
+    manifest = store.read_manifest() or {"started_at": _now(), "sessions": 0}
+    if not todo:  # nothing left to run: no need to start Ray
+        manifest.update(status="finished", cells={"total": len(cells), "failed": 0})
+        store.write_manifest(manifest)
+        return RunSummary(store.path, len(cells), 0, 0, state.skipped, resumed)
     started_here = connect(address, num_cpus=num_cpus)
     import ray
 
-    manifest = store.read_manifest() or {"started_at": _now(), "sessions": 0}
     info = cluster_info()
     manifest.update(
         suite=suite.name,
@@ -179,15 +185,20 @@ def run_suite(
         if started_here:
             ray.shutdown()
         raise
-    manifest.update(status="finished" if not failures else "failed", finished_at=_now(),
-                    cells={"total": len(cells), "failed": state.failed})
+    manifest.update(
+        status="finished" if not failures else "failed",
+        finished_at=_now(),
+        cells={"total": len(cells), "failed": state.failed},
+    )
     store.write_manifest(manifest)
     if started_here:
         ray.shutdown()
     return RunSummary(store.path, len(cells), ok, state.failed, state.skipped, resumed, failures)
 
 
-def _collect(ref: Any, cell: Cell, repetitions: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+def _collect(
+    ref: Any, cell: Cell, repetitions: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
     import ray
 
     try:
@@ -203,8 +214,9 @@ def _collect(ref: Any, cell: Cell, repetitions: int) -> tuple[list[dict[str, Any
     return rows, out["spans"], None
 
 
-def _record(cell: Cell, row: dict[str, Any], store: RunStore, suite: Suite,
-            error: str | None) -> dict[str, Any]:
+def _record(
+    cell: Cell, row: dict[str, Any], store: RunStore, suite: Suite, error: str | None
+) -> dict[str, Any]:
     """A Record: the cell's config columns, then status and metrics (DESIGN §5)."""
     return {
         "suite": suite.name,
@@ -221,7 +233,18 @@ def _record(cell: Cell, row: dict[str, Any], store: RunStore, suite: Suite,
 
 
 METRIC_COLUMNS = (
-    "iteration_s", "throughput", "scaling_factor", "compute_s", "compress_exposed_s",
-    "comm_exposed_s", "comm_total_s", "compress_total_s", "wire_bytes", "bubbles_s",
-    "planner_s", "sample_unit", "tensors", "model_mib",
+    "iteration_s",
+    "throughput",
+    "scaling_factor",
+    "compute_s",
+    "compress_exposed_s",
+    "comm_exposed_s",
+    "comm_total_s",
+    "compress_total_s",
+    "wire_bytes",
+    "bubbles_s",
+    "planner_s",
+    "sample_unit",
+    "tensors",
+    "model_mib",
 )

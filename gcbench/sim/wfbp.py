@@ -44,10 +44,14 @@ def ring_link(cell: Cell) -> Link:
     intra = Link(n.intra_gbs * 1e9, n.intra_latency_us * 1e-6, n.intra_efficiency)  # type: ignore[operator]
     if cell.cluster.machines == 1:
         return intra
-    inter = Link(n.inter_gbps * n.nics_per_machine * 1e9 / 8, n.inter_latency_us * 1e-6,
-                 n.inter_efficiency)
-    return inter if inter.effective_Bps <= intra.effective_Bps else Link(
-        intra.bandwidth_Bps, max(intra.latency_s, inter.latency_s), intra.efficiency)
+    inter = Link(
+        n.inter_gbps * n.nics_per_machine * 1e9 / 8, n.inter_latency_us * 1e-6, n.inter_efficiency
+    )
+    return (
+        inter
+        if inter.effective_Bps <= intra.effective_Bps
+        else Link(intra.bandwidth_Bps, max(intra.latency_s, inter.latency_s), intra.efficiency)
+    )
 
 
 def cast_s(numel: int, cell: Cell, profile: ModelProfile) -> float:

@@ -26,10 +26,38 @@ class Device:
 DEVICES: dict[str, Device] = {
     d.name: d
     for d in [
-        Device("v100", 15.7, 900.0, 0.53, 5.0, "NVIDIA V100 SXM2 datasheet (15.7 TFLOP/s FP32, 900 GB/s HBM2)"),
-        Device("a100", 19.5, 1555.0, 0.53, 5.0, "NVIDIA A100 40GB datasheet (19.5 TFLOP/s FP32, 1,555 GB/s)"),
-        Device("h100", 67.0, 3350.0, 0.53, 4.0, "NVIDIA H100 SXM5 datasheet (67 TFLOP/s FP32, 3.35 TB/s)"),
-        Device("rtx2080ti", 13.4, 616.0, 0.53, 5.0, "NVIDIA RTX 2080 Ti spec (13.4 TFLOP/s FP32, 616 GB/s)"),
+        Device(
+            "v100",
+            15.7,
+            900.0,
+            0.53,
+            5.0,
+            "NVIDIA V100 SXM2 datasheet (15.7 TFLOP/s FP32, 900 GB/s HBM2)",
+        ),
+        Device(
+            "a100",
+            19.5,
+            1555.0,
+            0.53,
+            5.0,
+            "NVIDIA A100 40GB datasheet (19.5 TFLOP/s FP32, 1,555 GB/s)",
+        ),
+        Device(
+            "h100",
+            67.0,
+            3350.0,
+            0.53,
+            4.0,
+            "NVIDIA H100 SXM5 datasheet (67 TFLOP/s FP32, 3.35 TB/s)",
+        ),
+        Device(
+            "rtx2080ti",
+            13.4,
+            616.0,
+            0.53,
+            5.0,
+            "NVIDIA RTX 2080 Ti spec (13.4 TFLOP/s FP32, 616 GB/s)",
+        ),
         Device("t4", 8.1, 320.0, 0.53, 5.0, "NVIDIA T4 datasheet (8.1 TFLOP/s FP32, 320 GB/s)"),
     ]
 }

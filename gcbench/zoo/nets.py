@@ -15,7 +15,9 @@ from torch import nn
 class Bottleneck(nn.Module):
     expansion = 4
 
-    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None):
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ):
         super().__init__()
         width = planes
         self.conv1 = nn.Conv2d(inplanes, width, 1, bias=False)
@@ -54,7 +56,9 @@ class ResNet(nn.Module):
         downsample = None
         if stride != 1 or self.inplanes != planes * Bottleneck.expansion:
             downsample = nn.Sequential(
-                nn.Conv2d(self.inplanes, planes * Bottleneck.expansion, 1, stride=stride, bias=False),
+                nn.Conv2d(
+                    self.inplanes, planes * Bottleneck.expansion, 1, stride=stride, bias=False
+                ),
                 nn.BatchNorm2d(planes * Bottleneck.expansion),
             )
         layers: list[nn.Module] = [Bottleneck(self.inplanes, planes, stride, downsample)]
@@ -80,9 +84,14 @@ def tiny_mlp() -> nn.Module:
 
 def tiny_cnn() -> nn.Module:
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 8 * 8, 10),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 8 * 8, 10),
     )
 
 

@@ -60,10 +60,16 @@ class ModelProfile:
     @property
     def samples_per_iteration(self) -> int:
         """Per GPU, in the model's unit (images, tokens or samples)."""
-        return self.batch_size * (self.seq_len or 1) if self.sample_unit == "tokens" else self.batch_size
+        return (
+            self.batch_size * (self.seq_len or 1)
+            if self.sample_unit == "tokens"
+            else self.batch_size
+        )
 
 
-def _leaf_costs(name: str, batch_size: int) -> list[tuple[str, list[tuple[str, tuple[int, ...]]], float, int]]:
+def _leaf_costs(
+    name: str, batch_size: int
+) -> list[tuple[str, list[tuple[str, tuple[int, ...]]], float, int]]:
     """Leaf modules in forward order: (name, [(param name, shape)], forward FLOPs, output numel)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -77,13 +83,14 @@ def _leaf_costs(name: str, batch_size: int) -> list[tuple[str, list[tuple[str, t
     counter = FlopCounterMode(display=False)
     start: dict[str, float] = {}
 
-    def pre(mod_name: str):  # type: ignore[no-untyped-def]
-        def hook(_m, _inp):  # type: ignore[no-untyped-def]
+    def pre(mod_name: str):
+        def hook(_m, _inp):
             start[mod_name] = counter.get_total_flops()
+
         return hook
 
-    def post(mod_name: str, mod: torch.nn.Module):  # type: ignore[no-untyped-def]
-        def hook(_m, _inp, out):  # type: ignore[no-untyped-def]
+    def post(mod_name: str, mod: torch.nn.Module):
+        def hook(_m, _inp, out):
             flops = counter.get_total_flops() - start[mod_name]
             params = [
                 (f"{mod_name}.{p}" if mod_name else p, tuple(t.shape))
@@ -91,6 +98,7 @@ def _leaf_costs(name: str, batch_size: int) -> list[tuple[str, list[tuple[str, t
             ]
             numel = out.numel() if isinstance(out, torch.Tensor) else 0
             order.append((mod_name, params, float(flops), numel))
+
         return hook
 
     handles = []
@@ -106,8 +114,9 @@ def _leaf_costs(name: str, batch_size: int) -> list[tuple[str, list[tuple[str, t
 
 
 @lru_cache(maxsize=64)
-def model_profile(name: str, batch_size: int | None = None, device: str = "v100",
-                  seq_len: int | None = None) -> ModelProfile:
+def model_profile(
+    name: str, batch_size: int | None = None, device: str = "v100", seq_len: int | None = None
+) -> ModelProfile:
     """The FLOP-based profile of a zoo model on a device from the device table."""
     info = MODELS[name]
     batch = batch_size or info.batch_size
@@ -136,5 +145,13 @@ def model_profile(name: str, batch_size: int | None = None, device: str = "v100"
             pending = 0.0
     total = sum(t.numel for t in tensors)
     update_s = UPDATE_PASSES * total * 4 / mem_bps + overhead * len(tensors)
-    return ModelProfile(name, batch, seq_len or info.seq_len, info.sample_unit, device,
-                        forward_s, update_s, tuple(tensors))
+    return ModelProfile(
+        name,
+        batch,
+        seq_len or info.seq_len,
+        info.sample_unit,
+        device,
+        forward_s,
+        update_s,
+        tuple(tensors),
+    )

@@ -1,0 +1,107 @@
+"""The CLI, in-process (typer's CliRunner), plus the module entry point once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from gcbench.cli import app
+from gcbench.config import suite_schema
+
+from conftest import ROOT, TINY_SUITE, write
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_validate_shipped_suites_and_cluster_files():
+    r = invoke(
+        "validate",
+        *(str(p) for p in sorted((ROOT / "suites").glob("*.yaml"))),
+        "--cluster",
+        str(ROOT / "cluster.yaml"),
+        "--cluster",
+        str(ROOT / "cluster.local.yaml"),
+    )
+    assert r.exit_code == 0, r.output
+    assert "ok:" in r.stdout and "smoke" in r.stdout and "30 cells" in r.stdout
+
+
+def test_bad_suite_exits_2_with_lines_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bad = write(
+        tmp_path,
+        "bad.yaml",
+        "name: bad\ncolour: 1\ngrid:\n  model: nope\n"
+        "  network: {inter_gbps: 0}\n  cluster: {machines: 0}\n",
+    )
+    for args in (["validate", str(bad)], ["run", str(bad)]):
+        r = invoke(*args)
+        assert r.exit_code == 2
+        lines = r.stderr.strip().splitlines()
+        assert [line.split(":")[2] for line in lines] == ["2", "4", "5", "6"]
+        assert all(line.startswith(f"error: {bad}:") for line in lines)
+        assert "Traceback" not in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_bad_only_flag_and_missing_file(tmp_path):
+    r = invoke(
+        "run", str(ROOT / "suites/smoke.yaml"), "--only", "colour=red", "--results", str(tmp_path)
+    )
+    assert r.exit_code == 2 and "unknown key 'colour'" in r.stderr
+    r = invoke(
+        "run", str(ROOT / "suites/smoke.yaml"), "--only", "model=nope", "--results", str(tmp_path)
+    )
+    assert r.exit_code == 2 and "no cells left" in r.stderr
+    r = invoke("validate", str(tmp_path / "missing.yaml"))
+    assert r.exit_code == 2 and "cannot read" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.ray
+def test_run_then_report(ray_local, tmp_path):
+    suite = write(tmp_path, "tiny.yaml", TINY_SUITE)
+    r = invoke(
+        "run",
+        str(suite),
+        "--results",
+        str(tmp_path / "results"),
+        "--reports",
+        str(tmp_path / "reports"),
+    )
+    assert r.exit_code == 0, r.output
+    assert "16 cells: 16 ok now, 0 failed" in r.stdout
+    assert (tmp_path / "reports/tiny/index.html").is_file()
+    r = invoke("report", str(tmp_path / "results/tiny"), "--out", str(tmp_path / "again"))
+    assert r.exit_code == 0 and (tmp_path / "again/index.html").is_file()
+    assert (tmp_path / "again/plotly.min.js").is_file()
+
+
+def test_report_of_a_non_results_folder(tmp_path):
+    r = invoke("report", str(tmp_path))
+    assert r.exit_code == 2 and "not a gcbench run folder" in r.stderr
+
+
+def test_schema_models_compressors():
+    assert json.loads(invoke("schema").stdout) == suite_schema()
+    models = json.loads(invoke("models", "--json").stdout)
+    assert {"resnet50", "tiny-mlp", "tiny-cnn"} <= {m["name"] for m in models}
+    comp = json.loads(invoke("compressors", "--json").stdout)
+    assert comp["kinds"]["topk"] == {"ratio": 0.01}
+    assert comp["presets"]["powersgd-r4"] == {"kind": "powersgd", "rank": 4}
+
+
+def test_module_entry_point_help():
+    out = subprocess.run(
+        [sys.executable, "-m", "gcbench", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for command in ("run", "validate", "report", "schema", "models", "compressors"):
+        assert command in out

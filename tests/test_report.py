@@ -1,0 +1,68 @@
+"""The offline HTML report."""
+
+from __future__ import annotations
+
+import re
+
+from gcbench.report import write_report
+from gcbench.report.figures import breakdown_figure
+from gcbench.results.store import RunStore
+
+
+def fake_run(tmp_path, n_ok=5, n_failed=1):
+    store, _ = RunStore.open(tmp_path / "results", "demo")
+    store.write_manifest({"suite": "demo", "status": "finished"})
+    for i in range(n_ok + n_failed):
+        ok = i < n_ok
+        rows = [
+            {
+                "cell_id": f"c{i}",
+                "model": "tiny-mlp",
+                "strategy": "fp32",
+                "compressor": "none",
+                "machines": i + 1,
+                "gpus_per_machine": 4,
+                "gpus": 4 * (i + 1),
+                "inter_gbps": 10.0,
+                "intra": "nvlink",
+                "status": "ok" if ok else "failed",
+                "error": "" if ok else "boom",
+                "repetition": r,
+                "iteration_s": 0.3 if ok else None,
+                "compute_s": 0.1 if ok else None,
+                "compress_exposed_s": 0.05 if ok else None,
+                "comm_exposed_s": 0.15 if ok else None,
+            }
+            for r in range(2)
+        ]
+        store.write_cell(f"c{i}", rows, None)
+    return store
+
+
+def test_one_bar_per_ok_cell(tmp_path):
+    from gcbench import load_results
+
+    store = fake_run(tmp_path)
+    fig = breakdown_figure(load_results(store.path))
+    assert [t.name for t in fig.data] == ["compute", "exposed compression", "exposed communication"]
+    for trace in fig.data:
+        assert len(trace.x) == 5 and len(set(trace.x)) == 5
+    assert sum(t.y[0] for t in fig.data) == 300.0  # ms: the parts stack to the iteration
+
+
+def test_page_is_offline(tmp_path):
+    store = fake_run(tmp_path)
+    index = write_report(store.path.parent, tmp_path / "out")
+    page = index.read_text()
+    assert (tmp_path / "out" / "plotly.min.js").stat().st_size > 1_000_000
+    assert '<script src="plotly.min.js"></script>' in page
+    assert not re.search(r"https?://", page), re.findall(r"https?://\S{0,40}", page)
+    assert "1 cell(s) failed" in page and "boom" in page
+    assert page.count("<tr") == 1 + 6  # header + 5 ok cells + 1 failed
+    assert "None" not in page
+
+
+def test_empty_run_still_gives_a_page(tmp_path):
+    store = fake_run(tmp_path, 0, 0)
+    page = write_report(store.path, tmp_path / "out").read_text()
+    assert "No finished cells yet" in page

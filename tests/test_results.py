@@ -1,0 +1,67 @@
+"""The results store: atomic writes, resume bookkeeping, loading into pandas."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gcbench import load_results
+from gcbench.errors import ConfigError
+from gcbench.results.store import TMP_PREFIX, RunStore, atomic_write, new_run_id
+
+
+def test_atomic_write_replaces_whole_file_and_cleans_up_on_failure(tmp_path, monkeypatch):
+    path = tmp_path / "x.bin"
+    atomic_write(path, b"old")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write(path, b"new")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
+
+
+def test_run_ids_sort_by_time():
+    import datetime as dt
+
+    a = new_run_id(dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc))
+    b = new_run_id(dt.datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=dt.timezone.utc))
+    assert a == "20260102T030405.000006Z" and a < b
+
+
+def test_store_resume_and_load(tmp_path):
+    store, resumed = RunStore.open(tmp_path, "s")
+    assert not resumed
+    store.write_manifest({"suite": "s"})
+    rows = [{"cell_id": "b", "repetition": r, "status": "ok", "iteration_s": 0.1} for r in (1, 0)]
+    store.write_cell("b", rows, [{"name": "forward"}])
+    store.write_cell(
+        "a", [{"cell_id": "a", "repetition": 0, "status": "ok", "iteration_s": 0.2}], None
+    )
+    (store.cells_dir / f"{TMP_PREFIX}c.parquet.123").write_bytes(b"half a file")
+    assert store.finished() == {"a", "b"}
+
+    again, resumed = RunStore.open(tmp_path, "s")
+    assert resumed and again.path == store.path
+    assert not list(store.cells_dir.glob(TMP_PREFIX + "*"))  # leftovers removed
+    assert (store.traces_dir / "b.json.gz").is_file()
+
+    for where in (store.path, tmp_path / "s"):  # a run folder, or a suite folder
+        df = load_results(where)
+        assert list(df["cell_id"]) == ["a", "b", "b"]
+        assert list(df["repetition"]) == [0, 0, 1]
+
+    fresh, resumed = RunStore.open(tmp_path, "s", fresh=True)
+    fresh.write_manifest({"suite": "s"})
+    assert not resumed and fresh.path != store.path
+    assert load_results(tmp_path / "s").empty  # the latest run has no cells yet
+
+
+def test_load_results_rejects_other_folders(tmp_path):
+    with pytest.raises(ConfigError, match="not a gcbench run folder"):
+        load_results(tmp_path)

@@ -1,0 +1,104 @@
+"""Crash and resume through the real command: SIGKILL mid-run, rerun, compare."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gcbench import load_results
+from gcbench.results.store import RUN_COLUMNS, TMP_PREFIX
+
+from conftest import write
+
+pytestmark = pytest.mark.slow
+
+# 25 bandwidths x 3 cluster sizes x 2 strategies = 150 small cells: enough that a run
+# is caught half-way.
+BIG_SUITE = (
+    "name: big\nrepetitions: 2\ngrid:\n  model: [tiny-mlp]\n  strategy: [fp32, fp16]\n"
+    "  network:\n"
+    + "".join(f"    - {{inter_gbps: {g}}}\n" for g in range(1, 26))
+    + "  cluster: [{machines: 2}, {machines: 3}, {machines: 4}]\n"
+)
+TOTAL = 150
+
+
+def gcbench(*args: str, cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gcbench", "run", *args, "--num-cpus", "1", "--concurrency", "1"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, Ray's processes included
+    )
+
+
+def wait_for_partial(cells: Path, proc: subprocess.Popen, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        n = len(list(cells.glob("*/cells/*.parquet"))) if cells.exists() else 0
+        if n >= 3:
+            return n
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.005)
+    raise AssertionError("no cell was written in time")
+
+
+def cell_files(run: Path) -> list[Path]:
+    return sorted((run / "cells").glob("*"))
+
+
+def test_sigkill_then_rerun_equals_an_uninterrupted_run(tmp_path):
+    suite = write(tmp_path, "big.yaml", BIG_SUITE)
+    results = tmp_path / "results"
+    proc = gcbench(str(suite), "--results", str(results), "--no-report", cwd=tmp_path)
+    wait_for_partial(results / "big", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    [run] = list((results / "big").iterdir())
+    partial = [p for p in cell_files(run) if not p.name.startswith(TMP_PREFIX)]
+    assert 0 < len(partial) < TOTAL, len(partial)
+    assert json.loads((run / "manifest.json").read_text())["status"] == "running"
+
+    proc = gcbench(str(suite), "--results", str(results), "--no-report", cwd=tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert f"{TOTAL} cells: {TOTAL - len(partial)} ok now" in out
+    assert [p.name for p in (results / "big").iterdir()] == [run.name]  # continued, not new
+    files = cell_files(run)
+    assert len(files) == TOTAL and not [p for p in files if p.name.startswith(TMP_PREFIX)]
+    assert not list(run.rglob(TMP_PREFIX + "*"))
+
+    clean = tmp_path / "clean"
+    proc = gcbench(str(suite), "--results", str(clean), "--no-report", cwd=tmp_path)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    resumed, uninterrupted = load_results(results / "big"), load_results(clean / "big")
+    assert len(resumed) == TOTAL * 2 and resumed["cell_id"].nunique() == TOTAL
+    keep = [c for c in resumed.columns if c not in RUN_COLUMNS]
+    assert resumed[keep].equals(uninterrupted[keep])
+
+
+def test_ctrl_c_stops_cleanly(tmp_path):
+    suite = write(tmp_path, "big.yaml", BIG_SUITE)
+    results = tmp_path / "results"
+    proc = gcbench(str(suite), "--results", str(results), "--no-report", cwd=tmp_path)
+    wait_for_partial(results / "big", proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    [run] = list((results / "big").iterdir())
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+    assert not list(run.rglob(TMP_PREFIX + "*"))
+    assert 0 < len(cell_files(run)) < TOTAL
