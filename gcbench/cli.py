@@ -30,7 +30,6 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
-bench_app = typer.Typer(help="Measure costs on this host.", no_args_is_help=True)
 
 _state = {"debug": False}
 
@@ -158,39 +157,40 @@ def run(
 
 @contextlib.contextmanager
 def _progress_bar(name: str) -> Iterator[Any]:
+    """A rich progress bar fed by the runner's progress callback (done/total, failures,
+    elapsed, the runner's ETA, the cell that just finished)."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    console = Console(stderr=True)
     bar = Progress(
         TextColumn(f"[bold]{name}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
+        TextColumn("{task.fields[failed]} failed · {task.fields[clock]}"),
         TextColumn("{task.fields[last]}"),
-        console=console,
-        transient=False,
+        console=Console(stderr=True),
     )
     task = None
 
     def update(p: Any) -> None:
         nonlocal task
+        eta = "eta --" if p.eta_s is None else f"eta {_duration(p.eta_s)}"
+        fields = {
+            "failed": p.failed,
+            "clock": f"{_duration(p.elapsed_s)} {eta}",
+            "last": p.last or "",
+        }
         if task is None:
-            task = bar.add_task(name, total=p.total, completed=p.done, failed=0, last="")
-        bar.update(task, completed=p.done, failed=p.failed, last=p.last or "")
+            task = bar.add_task(name, total=p.total, completed=p.done, **fields)
+        bar.update(task, completed=p.done, **fields)
 
     with bar:
         yield update
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}:{secs:02d}"
 
 
 @app.command()
@@ -308,9 +308,6 @@ def compressors(
     typer.echo("presets:")
     for name, spec in presets.items():
         typer.echo(f"  {name:<14} {spec}")
-
-
-app.add_typer(bench_app, name="bench", hidden=True)
 
 
 def main() -> None:

@@ -44,10 +44,27 @@ def test_one_bar_per_ok_cell(tmp_path):
 
     store = fake_run(tmp_path)
     fig = breakdown_figure(load_results(store.path))
-    assert [t.name for t in fig.data] == ["compute", "exposed compression", "exposed communication"]
+    parts = ["compute", "exposed compression", "exposed communication"]
+    assert [t.name for t in fig.data] == parts  # one panel: tiny-mlp
     for trace in fig.data:
         assert len(trace.x) == 5 and len(set(trace.x)) == 5
     assert sum(t.y[0] for t in fig.data) == 300.0  # ms: the parts stack to the iteration
+
+
+def test_one_panel_per_model_and_still_one_bar_per_cell(tmp_path):
+    from gcbench import load_results
+
+    df = load_results(fake_run(tmp_path).path)
+    df.loc[df["machines"] > 3, "model"] = "resnet50"
+    fig = breakdown_figure(df)
+    assert [t.name for t in fig.data] == [
+        "compute",
+        "exposed compression",
+        "exposed communication",
+    ] * 2
+    for name in ("compute", "exposed communication"):
+        bars = [x for t in fig.data if t.name == name for x in t.x]
+        assert len(bars) == len(set(bars)) == 5
 
 
 def test_page_is_offline(tmp_path):

@@ -104,3 +104,14 @@ def test_trace_is_deterministic_and_never_runs_backwards():
         assert s.dur_s >= 0
         assert s.start_s >= by_stream.get(s.stream, 0.0) - 1e-15  # no overlap on a stream
         by_stream[s.stream] = s.end_s
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "suites").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_suite_simulates(path):
+    """Examples are tests (STYLE §13): every cell of every shipped suite runs in-process."""
+    from gcbench.runner import execute_cell
+
+    for c in expand(load_suite(path)):
+        rows, spans = execute_cell(c, 1)
+        assert 0 < rows[0]["scaling_factor"] <= 1
+        assert spans[0]["kind"] == "forward" and spans[-1]["kind"] == "update"

@@ -186,7 +186,7 @@ class Suite(_Frozen):
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
-    def hash(self) -> str:
+    def digest(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
 

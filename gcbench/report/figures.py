@@ -38,24 +38,39 @@ def per_cell(df: pd.DataFrame) -> pd.DataFrame:
 
 def breakdown_figure(df: pd.DataFrame) -> go.Figure:
     """One stacked bar per cell: compute + exposed compression + exposed communication
-    (their sum is the iteration time, by the sweep rule)."""
+    (their sum is the iteration time, by the sweep rule). One panel per model, each with
+    its own y-axis, so small models stay readable beside large ones."""
+    from plotly.subplots import make_subplots
+
     cells = per_cell(df)
-    fig = go.Figure()
-    for column, name, colour in PARTS:
-        fig.add_bar(
-            x=cells["label"] if not cells.empty else [],
-            y=(cells[column] * 1e3) if not cells.empty else [],
-            name=name,
-            marker_color=colour,
-            hovertemplate="%{x}<br>" + name + ": %{y:.3f} ms<extra></extra>",
-        )
+    models = list(dict.fromkeys(cells["model"])) if not cells.empty else []
+    fig = make_subplots(
+        rows=max(1, len(models)),
+        cols=1,
+        subplot_titles=models or None,
+        vertical_spacing=0.35 / max(1, len(models)),
+    )
+    for row, model in enumerate(models, start=1):
+        mine = cells[cells["model"] == model]
+        for column, name, colour in PARTS:
+            fig.add_bar(
+                x=mine["label"],
+                y=mine[column] * 1e3,
+                name=name,
+                marker_color=colour,
+                legendgroup=name,
+                showlegend=row == 1,
+                row=row,
+                col=1,
+                hovertemplate="%{x}<br>" + name + ": %{y:.3f} ms<extra></extra>",
+            )
+        fig.update_yaxes(title_text="ms / iteration", row=row, col=1)
+    fig.update_xaxes(tickangle=-35)
     fig.update_layout(
         barmode="stack",
         title="Iteration time breakdown per cell",
-        yaxis_title="milliseconds per iteration",
-        xaxis_tickangle=-40,
-        legend={"orientation": "h", "y": 1.08},
-        height=560,
-        margin={"b": 220},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        height=max(1, len(models)) * 430 + 120,
+        margin={"b": 40},
     )
     return fig

@@ -4,13 +4,12 @@ one page per results folder, openable from file:// with no network."""
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from gcbench.report.figures import breakdown_figure, per_cell
-from gcbench.results.store import RunStore, _resolve_run, atomic_write, load_results
+from gcbench.results.store import RunStore, atomic_write, load_results, resolve_run
 
 PLOTLY_JS = "plotly.min.js"
 TABLE_COLUMNS = (
@@ -78,9 +77,22 @@ def _table(df: pd.DataFrame) -> str:
     )
 
 
+def _resources(manifest: dict) -> str:
+    res = manifest.get("cluster", {}).get("resources", {})
+    parts = [f"{res[k]:g} {k}" for k in ("CPU", "GPU") if k in res]
+    parts += [
+        f"{v:g} {k}"
+        for k, v in res.items()
+        if k not in ("CPU", "GPU", "memory", "object_store_memory")
+    ]
+    if "memory" in res:
+        parts.append(f"{res['memory'] / 2**30:.1f} GiB memory")
+    return ", ".join(parts) or "?"
+
+
 def write_report(results: Path | str, out: Path | str | None = None) -> Path:
     """Write `index.html` for a run folder (or a suite's latest run); returns its path."""
-    run = _resolve_run(Path(results))
+    run = resolve_run(Path(results))
     store = RunStore(run)
     manifest = store.read_manifest()
     suite = manifest.get("suite", store.suite)
@@ -97,7 +109,7 @@ def write_report(results: Path | str, out: Path | str | None = None) -> Path:
         f"run {html.escape(store.run_id)} · {df['cell_id'].nunique() if not df.empty else 0} "
         f"cells · status {html.escape(str(manifest.get('status', '?')))} · "
         f"gcbench {html.escape(str(manifest.get('gcbench_version', '?')))} · "
-        f"cluster {html.escape(json.dumps(manifest.get('cluster', {}).get('resources', {})))}"
+        f"cluster: {html.escape(_resources(manifest))}"
     )
     failed = f'<p class="failed">{n_failed} cell(s) failed; see the table.</p>' if n_failed else ""
     page = PAGE.format(

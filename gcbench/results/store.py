@@ -145,7 +145,7 @@ class RunStore:
         )
 
 
-def _resolve_run(path: Path) -> Path:
+def resolve_run(path: Path) -> Path:
     path = Path(path)
     if (path / "manifest.json").is_file():
         return path
@@ -166,7 +166,7 @@ def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    run = _resolve_run(Path(path))
+    run = resolve_run(Path(path))
     frames = [pq.read_table(p).to_pandas() for p in RunStore(run).cell_files()]
     if not frames:
         return pd.DataFrame()

@@ -135,7 +135,7 @@ def run_suite(
     info = cluster_info()
     manifest.update(
         suite=suite.name,
-        suite_hash=suite.hash(),
+        suite_hash=suite.digest(),
         suite_file=suite_file,
         gcbench_version=gcbench.__version__,
         versions={"python": platform.python_version(), "ray": ray.__version__},

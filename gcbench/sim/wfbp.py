@@ -22,7 +22,7 @@ from gcbench.comm import Link, ring_allreduce_s, ring_allreduce_wire_bytes
 from gcbench.config.models import Cell
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.devices import DEVICES
-from gcbench.zoo.profile import ModelProfile, model_profile
+from gcbench.zoo.profile import model_profile
 
 BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2}
 
@@ -54,7 +54,7 @@ def ring_link(cell: Cell) -> Link:
     )
 
 
-def cast_s(numel: int, cell: Cell, profile: ModelProfile) -> float:
+def cast_s(numel: int, cell: Cell) -> float:
     """fp32 <-> fp16 cast: memory-bound, 4 + 2 bytes per element, one kernel."""
     dev = DEVICES[cell.device]
     return numel * 6 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
@@ -80,7 +80,7 @@ def simulate_cell(cell: Cell, record_trace: bool = True) -> SimResult:
         if gpus == 1:
             continue
         if compress:
-            dur = cast_s(t.numel, cell, profile)
+            dur = cast_s(t.numel, cell)
             spans.append(Span(0, "compute", t.name, "compress", gpu_free, dur))
             gpu_free += dur
         nbytes = t.numel * elem_bytes
@@ -94,7 +94,7 @@ def simulate_cell(cell: Cell, record_trace: bool = True) -> SimResult:
     if compress:
         for t, end in zip(profile.tensors, comm_end, strict=True):
             start = max(ready, end)
-            dur = cast_s(t.numel, cell, profile)
+            dur = cast_s(t.numel, cell)
             spans.append(Span(0, "compute", t.name, "decompress", start, dur))
             ready = start + dur
     else:
