@@ -31,34 +31,57 @@ def test_ring_allreduce_cost_by_hand():
     assert ring_allreduce_s(8e6, 1, link) == 0.0
 
 
-def test_smoke_cell_iteration_time_by_hand():
-    """tiny-mlp, fp32, 2 machines x 4 GPUs, 10 Gbps: WFBP with one ring allreduce per
-    tensor over the 10 Gbps link (the bottleneck), recomputed here step by step."""
+def smoke_cell(model: str, strategy: str, machines: int, gbps: float) -> Cell:
     suite = load_suite(ROOT / "suites/smoke.yaml")
-    c = next(
+    return next(
         c
         for c in expand(suite)
-        if c.model.name == "tiny-mlp"
-        and c.strategy == "fp32"
-        and c.cluster.machines == 2
-        and c.network.inter_gbps == 10
+        if c.model.name == model
+        and c.strategy == strategy
+        and c.cluster.machines == machines
+        and c.network.inter_gbps == gbps
     )
+
+
+def test_smoke_cell_iteration_time_by_hand():
+    """tiny-mlp, fp32, 2 machines x 4 GPUs, 10 Gbps. Its 26,122 parameters (104,488 bytes)
+    fit DDP's first 1 MiB bucket, so one ring allreduce over the 10 Gbps link (the
+    bottleneck) starts when the last gradient is ready."""
+    c = smoke_cell("tiny-mlp", "fp32", 2, 10)
     p = model_profile("tiny-mlp", 16, "v100")
-    n = 8
-    bandwidth = 10e9 / 8 * 0.7  # line rate x efficiency, bytes/s
-    alpha = 25e-6  # inter-machine latency per step
-    t_compute = p.forward_s
-    comm_free = 0.0
-    for t in p.tensors:
-        t_compute += t.backward_s  # gradient t is ready
-        start = max(t_compute, comm_free)
-        comm_free = start + 2 * (n - 1) * alpha + 2 * (n - 1) / n * (t.numel * 4) / bandwidth
-    expected = max(t_compute, comm_free) + p.update_s
-    # tiny-mlp's six tensors: 10+1280 / 128+16384 / 128+8192 parameters
+    # tiny-mlp's six tensors, output layer first: 10+1280 / 128+16384 / 128+8192
     assert [t.numel for t in p.tensors] == [10, 1280, 128, 16384, 128, 8192]
+    n, nbytes = 8, 26122 * 4
+    bandwidth = 10e9 / 8 * 0.7  # line rate x inter-machine efficiency, bytes/s
+    alpha = 25e-6  # inter-machine latency per ring step
+    allreduce = 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bandwidth
+    expected = p.forward_s + sum(t.backward_s for t in p.tensors) + allreduce + p.update_s
     m = simulate_cell(c).metrics
     assert m["iteration_s"] == pytest.approx(expected, rel=1e-12)
-    assert m["wire_bytes"] == round(2 * 7 / 8 * 26122 * 4)
+    assert m["comm_exposed_s"] == pytest.approx(allreduce, rel=1e-9)
+    assert m["wire_bytes"] == round(2 * 7 / 8 * nbytes)
+
+
+def test_resnet50_buckets_by_hand():
+    """resnet50, fp32, 4 machines x 4 GPUs, 100 Gbps: DDP buckets (close a bucket once it
+    holds >= 1 MiB, then >= 25 MiB), each allreduced in order when its last gradient is
+    ready and the link is free."""
+    c = smoke_cell("resnet50", "fp32", 4, 100)
+    p = model_profile("resnet50", 32, "v100")
+    n, bandwidth, alpha = 16, 100e9 / 8 * 0.7, 25e-6
+    ready, link_free, filled, cap = p.forward_s, 0.0, 0, 2**20
+    buckets = 0
+    for i, t in enumerate(p.tensors):
+        ready += t.backward_s
+        filled += t.numel * 4
+        if filled >= cap or i == len(p.tensors) - 1:
+            start = max(ready, link_free)
+            link_free = start + 2 * (n - 1) * alpha + 2 * (n - 1) / n * filled / bandwidth
+            filled, cap, buckets = 0, 25 * 2**20, buckets + 1
+    expected = max(ready, link_free) + p.update_s
+    m = simulate_cell(c).metrics
+    assert buckets == m["buckets"] == 5
+    assert m["iteration_s"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_single_gpu_iteration_is_compute():

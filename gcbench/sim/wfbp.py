@@ -1,12 +1,12 @@
-"""First simulate backend: data-parallel SGD with wait-free backprop (WFBP) and one ring
-allreduce per gradient tensor (ACP-SGD §II-A; DESIGN §7).
+"""First simulate backend: data-parallel SGD with wait-free backprop (WFBP) and tensor
+fusion into PyTorch DDP buckets, one ring allreduce per bucket (ACP-SGD §II-A; DESIGN §7).
 
 Streams of one worker (all workers are symmetric): `compute` runs forward, backward in
 gradient order, GPU (de)compression and the update; one communication stream serves
 tensors in gradient order (NCCL launches collectives in the same order on every rank).
 Strategies:
 
-- fp32: every gradient is allreduced as is.
+- fp32: every bucket is allreduced as is.
 - fp16: each gradient is cast to half on the GPU right after its backward (delaying later
   backward work), allreduced at 2 bytes per element, and cast back once backward is done.
 
@@ -54,6 +54,27 @@ def ring_link(cell: Cell) -> Link:
     )
 
 
+FIRST_BUCKET_BYTES = 1 * 2**20  # PyTorch DDP: the first bucket is small, so that
+BUCKET_BYTES = 25 * 2**20  # communication starts early; later buckets are 25 MiB
+
+
+def ddp_buckets(sizes: list[int]) -> list[list[int]]:
+    """Tensor indices (gradient order) fused into buckets as PyTorch DDP does: a bucket
+    takes tensors until it holds at least its cap (1 MiB for the first, 25 MiB after)."""
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    filled = 0
+    for i, size in enumerate(sizes):
+        current.append(i)
+        filled += size
+        if filled >= (FIRST_BUCKET_BYTES if not buckets else BUCKET_BYTES):
+            buckets.append(current)
+            current, filled = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
 def cast_s(numel: int, cell: Cell) -> float:
     """fp32 <-> fp16 cast: memory-bound, 4 + 2 bytes per element, one kernel."""
     dev = DEVICES[cell.device]
@@ -72,23 +93,26 @@ def simulate_cell(cell: Cell, record_trace: bool = True) -> SimResult:
     spans: list[Span] = [Span(0, "compute", "forward", "forward", 0.0, profile.forward_s)]
     gpu_free = profile.forward_s
     comm_free = 0.0
-    comm_end: list[float] = []
+    comm_end: list[float] = []  # per tensor: when its bucket's allreduce ends
     wire = 0.0
-    for t in profile.tensors:
-        spans.append(Span(0, "compute", t.name, "backward", gpu_free, t.backward_s))
-        gpu_free += t.backward_s
+    buckets = ddp_buckets([t.numel * 4 for t in profile.tensors])
+    for b, bucket in enumerate(buckets):
+        for i in bucket:
+            t = profile.tensors[i]
+            spans.append(Span(0, "compute", t.name, "backward", gpu_free, t.backward_s))
+            gpu_free += t.backward_s
+            if compress:
+                dur = cast_s(t.numel, cell)
+                spans.append(Span(0, "compute", t.name, "compress", gpu_free, dur))
+                gpu_free += dur
         if gpus == 1:
             continue
-        if compress:
-            dur = cast_s(t.numel, cell)
-            spans.append(Span(0, "compute", t.name, "compress", gpu_free, dur))
-            gpu_free += dur
-        nbytes = t.numel * elem_bytes
-        start = max(gpu_free, comm_free)
+        nbytes = sum(profile.tensors[i].numel for i in bucket) * elem_bytes
+        start = max(gpu_free, comm_free)  # a bucket goes when its last gradient is ready
         dur = ring_allreduce_s(nbytes, gpus, link)
-        spans.append(Span(0, stream, t.name, "comm", start, dur, nbytes))
+        spans.append(Span(0, stream, f"bucket {b}", "comm", start, dur, nbytes))
         comm_free = start + dur
-        comm_end.append(comm_free)
+        comm_end += [comm_free] * len(bucket)
         wire += ring_allreduce_wire_bytes(nbytes, gpus)
     ready = gpu_free
     if compress:
@@ -113,6 +137,7 @@ def simulate_cell(cell: Cell, record_trace: bool = True) -> SimResult:
         planner_s=0.0,
         sample_unit=profile.sample_unit,
         tensors=len(profile.tensors),
+        buckets=len(buckets) if gpus > 1 else 0,
         model_mib=profile.numel * 4 / 2**20,
     )
     return SimResult(metrics, spans if record_trace else [])
