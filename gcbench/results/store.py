@@ -82,10 +82,8 @@ class RunStore:
             store = cls(run)
             store.remove_temporaries()
             return store, True
-        store = cls(suite_dir / new_run_id())
-        store.cells_dir.mkdir(parents=True, exist_ok=True)
-        store.traces_dir.mkdir(parents=True, exist_ok=True)
-        return store, False
+        # Folders are made by the first write, so a run that fails to start leaves nothing.
+        return cls(suite_dir / new_run_id()), False
 
     @property
     def run_id(self) -> str:

@@ -6,6 +6,8 @@ import logging
 import os
 from typing import Any
 
+from gcbench.errors import ConfigError
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -28,7 +30,13 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ConfigError(
+                f"cannot connect to the Ray cluster at {address!r}: {first}"
+            ) from None
         return False
     ray.init(
         num_cpus=num_cpus,
