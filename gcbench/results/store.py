@@ -30,7 +30,8 @@ TMP_PREFIX = ".tmp-"
 
 # Columns that describe gcbench's own execution of a cell (wall clock, process) rather
 # than the simulated system; they are the only ones that differ between two runs.
-RUN_COLUMNS = ("run_id", "run_started_at", "run_wall_s", "run_pid", "run_node", "planner_s")
+TASK_META_COLUMNS = ("run_started_at", "run_wall_s", "run_pid", "run_node")  # set by the task
+RUN_COLUMNS = ("run_id", *TASK_META_COLUMNS, "planner_s")
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:

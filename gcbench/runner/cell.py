@@ -11,14 +11,12 @@ from gcbench.config.models import Cell
 
 
 def execute_cell(cell: Cell, repetitions: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Metric rows (one per repetition) and the trace spans of the first repetition."""
+    """Metric rows (one per repetition) and the trace spans of the first repetition.
+
+    The simulator is deterministic, so one simulation serves every repetition.
+    """
     from gcbench.sim import simulate_cell
 
-    rows: list[dict[str, Any]] = []
-    spans: list[dict[str, Any]] = []
-    for rep in range(repetitions):
-        result = simulate_cell(cell, record_trace=rep == 0)
-        if rep == 0:
-            spans = [s.to_dict() for s in result.spans]
-        rows.append({**result.metrics, "repetition": rep})
-    return rows, spans
+    result = simulate_cell(cell)
+    rows = [{**result.metrics, "repetition": rep} for rep in range(repetitions)]
+    return rows, [s.to_dict() for s in result.spans]

@@ -18,7 +18,7 @@ from typing import Any
 
 import gcbench
 from gcbench.config import Cell, Suite, expand
-from gcbench.results.store import RunStore
+from gcbench.results.store import TASK_META_COLUMNS, RunStore
 from gcbench.runner.cell import execute_cell
 
 CellFn = Callable[[Cell, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]]
@@ -228,7 +228,7 @@ def _record(
         "repetition": row["repetition"],
         "gcbench_version": gcbench.__version__,
         "run_id": store.run_id,
-        **{k: row.get(k) for k in ("run_started_at", "run_wall_s", "run_pid", "run_node")},
+        **{k: row.get(k) for k in TASK_META_COLUMNS},
     }
 
 

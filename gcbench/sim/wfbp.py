@@ -81,13 +81,13 @@ def cast_s(numel: int, cell: Cell) -> float:
     return numel * 6 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
 
 
-def simulate_cell(cell: Cell, record_trace: bool = True) -> SimResult:
+def simulate_cell(cell: Cell) -> SimResult:
     """Simulate one iteration of `cell`; returns its metrics and the spans of worker 0."""
     profile = model_profile(cell.model.name, cell.model.batch_size, cell.device, cell.model.seq_len)
     gpus = cell.cluster.gpus
     link = ring_link(cell)
     compress = cell.strategy == "fp16" and gpus > 1
-    elem_bytes = BYTES_PER_ELEMENT[cell.strategy] if gpus > 1 else 4
+    elem_bytes = BYTES_PER_ELEMENT[cell.strategy]
     stream = "intra" if cell.cluster.machines == 1 else "inter_tx"
 
     spans: list[Span] = [Span(0, "compute", "forward", "forward", 0.0, profile.forward_s)]
@@ -140,4 +140,4 @@ def simulate_cell(cell: Cell, record_trace: bool = True) -> SimResult:
         buckets=len(buckets) if gpus > 1 else 0,
         model_mib=profile.numel * 4 / 2**20,
     )
-    return SimResult(metrics, spans if record_trace else [])
+    return SimResult(metrics, spans)
