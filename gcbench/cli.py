@@ -263,7 +263,7 @@ def report(
 def models(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List the zoo's models with their default batch sizes."""
+    """List the zoo's models: default batch and sequence length, parameters, size."""
     from gcbench.zoo.catalog import MODELS
 
     rows = [
@@ -272,15 +272,162 @@ def models(
             "batch_size": m.batch_size,
             "seq_len": m.seq_len,
             "sample_unit": m.sample_unit,
+            "params": m.params,
+            "mib": round(m.params * 4 / 2**20, 2),
             "description": m.description,
+            "reference": m.reference,
         }
         for m in MODELS.values()
     ]
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
+    typer.echo(f"{'model':<17} {'batch':>5} {'seq':>5} {'params':>12} {'MiB':>9}  description")
     for r in rows:
-        typer.echo(f"{r['name']:<12} batch {r['batch_size']:<4} {r['description']}")
+        seq = r["seq_len"] or "-"
+        typer.echo(
+            f"{r['name']:<17} {r['batch_size']:>5} {seq:>5} {r['params']:>12,} "
+            f"{r['mib']:>9.2f}  {r['description']}"
+        )
+
+
+def _positive(value: int | None, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise ConfigError([f"{flag} must be > 0, got {value}"])
+
+
+def _known_model(name: str) -> None:
+    import difflib
+
+    from gcbench.zoo.catalog import MODELS
+
+    if name not in MODELS:
+        close = difflib.get_close_matches(name, list(MODELS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError([f"unknown model {name!r}{hint}; valid: {', '.join(sorted(MODELS))}"])
+
+
+def _print_profile(p: Any, params_total: int) -> None:
+    typer.echo(f"model      {p.name}  ({p.source} profile on {p.device})")
+    seq = f", seq_len {p.seq_len}" if p.seq_len else ""
+    unit = "sequences" if p.sample_unit == "tokens" else p.sample_unit
+    typer.echo(f"batch      {p.batch_size} {unit}{seq}")
+    typer.echo(
+        f"params     {params_total:,}  ({params_total * 4 / 2**20:,.2f} MiB fp32), "
+        f"{len(p.tensors)} tensors"
+    )
+    typer.echo(
+        f"time       forward {p.forward_s * 1e3:.2f} ms · backward {p.backward_s * 1e3:.2f} ms"
+        f" · update {p.update_s * 1e3:.2f} ms · iteration {p.compute_s * 1e3:.2f} ms"
+    )
+    for note in p.notes:
+        typer.echo(f"note       {note}")
+    typer.echo("")
+    typer.echo(f"{'#':>4} {'tensor':<48} {'shape':<20} {'numel':>12} {'backward ms':>12}  layer")
+    for i, t in enumerate(p.tensors):
+        shape = "x".join(map(str, t.shape))
+        typer.echo(
+            f"{i:>4} {t.name:<48} {shape:<20} {t.numel:>12,} {t.backward_s * 1e3:>12.4f}  {t.layer}"
+        )
+
+
+@app.command()
+def model(
+    name: Annotated[str, typer.Argument(help="A zoo model (see `gcbench models`).")],
+    batch: Annotated[
+        int | None, typer.Option("--batch", help="Per-GPU batch (default: the zoo's).")
+    ] = None,
+    seq_len: Annotated[
+        int | None, typer.Option("--seq-len", help="Sequence length (sequence models).")
+    ] = None,
+    device: Annotated[
+        str,
+        typer.Option("--device", help="Device-table entry: v100, a100, h100, rtx2080ti, t4, cpu."),
+    ] = "v100",
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show a zoo model's FLOP-based profile: parameters, fp32 size, forward, backward and
+    update times on a device, and every gradient tensor in the order it becomes ready."""
+    with _errors():
+        from gcbench.zoo.devices import DEVICES
+
+        _known_model(name)
+        _positive(batch, "--batch")
+        _positive(seq_len, "--seq-len")
+        if device not in DEVICES:
+            raise ConfigError([f"unknown device {device!r}; valid: {', '.join(sorted(DEVICES))}"])
+        from gcbench.zoo.catalog import MODELS
+        from gcbench.zoo.profile import model_profile
+        from gcbench.zoo.profile_io import to_json
+
+        if seq_len is not None and MODELS[name].seq_len is None:
+            raise ConfigError([f"--seq-len: {name} is not a sequence model"])
+        p = model_profile(name, batch, device, seq_len)
+    if json_out:
+        out = to_json(p)
+        out.update(params=p.numel, mib=p.numel * 4 / 2**20, backward_s=p.backward_s)
+        typer.echo(json.dumps(out, indent=1))
+        return
+    _print_profile(p, p.numel)
+
+
+@app.command()
+def profile(
+    name: Annotated[str, typer.Argument(help="A zoo model (see `gcbench models`).")],
+    torch_device: Annotated[
+        str, typer.Option("--torch-device", help="Where torch runs: cpu or cuda[:N].")
+    ] = "cpu",
+    batch: Annotated[
+        int | None, typer.Option("--batch", help="Per-GPU batch (default: the zoo's).")
+    ] = None,
+    seq_len: Annotated[
+        int | None, typer.Option("--seq-len", help="Sequence length (sequence models).")
+    ] = None,
+    iterations: Annotated[int, typer.Option("--iterations", help="Timed iterations.")] = 5,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed iterations first.")] = 2,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Write the profile file here (default: profiles/MODEL-DEVICE.json)."
+        ),
+    ] = None,
+) -> None:
+    """Measure a model on this host: real forward/backward/update iterations on random
+    data, with a hook timestamping each gradient as it becomes ready. Writes a profile file
+    (JSON, docs/profile-format.md) that a suite can use as the model's profile."""
+    with _errors():
+        _known_model(name)
+        _positive(batch, "--batch")
+        _positive(seq_len, "--seq-len")
+        from gcbench.zoo.measure import measure_profile
+        from gcbench.zoo.profile_io import write_profile
+
+        target = out or Path("profiles") / f"{name}-{torch_device.replace(':', '')}.json"
+        with _iteration_bar(f"profile {name}") as tick:
+            p = measure_profile(name, batch, seq_len, torch_device, warmup, iterations, tick)
+        write_profile(p, target)
+    _print_profile(p, p.numel)
+    typer.echo(f"\nprofile: {target}")
+
+
+@contextlib.contextmanager
+def _iteration_bar(name: str) -> Iterator[Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar = Progress(
+        TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True)
+    )
+    task = None
+
+    def tick(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            task = bar.add_task(name, total=total)
+        bar.update(task, completed=done)
+
+    with bar:
+        yield tick
 
 
 @app.command()

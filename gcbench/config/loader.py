@@ -115,7 +115,7 @@ def load_model(path: str | Path, model: type[M]) -> M:
             f"got {type(data).__name__}"
         )
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={"base_dir": Path(path).parent})
     except ValidationError as e:
         lines = [_format(str(path), node, err, model) for err in e.errors()]
         raise ConfigError(sorted(lines, key=_line_of)) from None

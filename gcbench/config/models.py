@@ -8,8 +8,10 @@ value it runs with.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -18,6 +20,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -37,25 +40,71 @@ def _as_list(value: Any) -> Any:
 
 
 class ModelSpec(_Frozen):
-    """A zoo model and its per-GPU batch size (default: the zoo's pinned one)."""
+    """A zoo model and its per-GPU batch size (default: the zoo's pinned one), or a model
+    whose profile comes from a file (`gcbench profile` output, a CSV of ready times, or
+    `collection.json#name`)."""
 
     name: str
     batch_size: int | None = Field(None, gt=0)
     seq_len: int | None = Field(None, gt=0)
+    profile: str | None = Field(
+        None,
+        description="a profile file used instead of the zoo's FLOP-based profile "
+        "(relative to the suite file)",
+    )
+    profile_sha256: str | None = Field(
+        None, description="filled in from the profile file so results follow its content"
+    )
 
     @model_validator(mode="before")
     @classmethod
-    def _fill(cls, data: Any) -> Any:
+    def _fill(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, str):
             data = {"name": data}
-        if isinstance(data, dict) and isinstance(data.get("name"), str):
-            info = MODELS.get(data["name"])
-            if info is None:
-                raise ValueError(
-                    f"unknown model {data['name']!r}; valid: {', '.join(sorted(MODELS))}"
-                )
-            data = {"batch_size": info.batch_size, "seq_len": info.seq_len, **data}
-        return data
+        if not (isinstance(data, dict) and isinstance(data.get("name"), str)):
+            return data
+        if isinstance(data.get("profile"), str):
+            return _fill_from_profile(data, (info.context or {}).get("base_dir"))
+        model = MODELS.get(data["name"])
+        if model is None:
+            close = difflib.get_close_matches(data["name"], list(MODELS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"unknown model {data['name']!r}{hint}; valid: {', '.join(sorted(MODELS))}"
+            )
+        return {"batch_size": model.batch_size, "seq_len": model.seq_len, **data}
+
+
+def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """Resolve the profile path, read the file once to check it, and take the batch size
+    and sequence length it was measured at (a CSV states neither: the zoo's or the suite's)."""
+    from gcbench.errors import ConfigError
+    from gcbench.zoo.profile_io import read_profile
+
+    spec = data["profile"]
+    path_part, sep, selector = spec.partition("#")
+    path = Path(path_part).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    path = path.resolve()
+    try:
+        prof = read_profile(f"{path}{sep}{selector}")
+    except ConfigError as e:
+        raise ValueError(e.messages[0]) from None
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    info = MODELS.get(data["name"])
+    from_file = prof.name != "imported"  # CSV files name no model and no batch
+    defaults = {
+        "batch_size": prof.batch_size if from_file else (info.batch_size if info else 1),
+        "seq_len": prof.seq_len if from_file else (info.seq_len if info else None),
+    }
+    for key in ("batch_size", "seq_len"):
+        given = data.get(key)
+        if from_file and given is not None and given != defaults[key]:
+            raise ValueError(
+                f"{key} {given} differs from the {defaults[key]} the profile was measured at"
+            )
+    return {**defaults, **data, "profile": f"{path}{sep}{selector}", "profile_sha256": digest}
 
 
 # Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
@@ -106,7 +155,7 @@ Strategy = Literal["fp32", "fp16"]
 # Strategies that use no compressor run once, with compressor `none` (DESIGN §4).
 COMPRESSOR_FREE_STRATEGIES = frozenset({"fp32", "fp16"})
 
-DeviceName = Literal["v100", "a100", "h100", "rtx2080ti", "t4"]
+DeviceName = Literal["v100", "a100", "h100", "rtx2080ti", "t4", "cpu"]
 assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
 
 
@@ -219,6 +268,7 @@ class Cell(_Frozen):
             "model": self.model.name,
             "batch_size": self.model.batch_size,
             "seq_len": self.model.seq_len,
+            "profile": self.model.profile,
             "compressor": self.compressor.label(),
             "compressor_kind": self.compressor.kind,
             "compressor_params": json.dumps(self.compressor.params(), sort_keys=True),

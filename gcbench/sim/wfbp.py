@@ -22,7 +22,7 @@ from gcbench.comm import Link, ring_allreduce_s, ring_allreduce_wire_bytes
 from gcbench.config.models import Cell
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.devices import DEVICES
-from gcbench.zoo.profile import model_profile
+from gcbench.zoo.profile import ModelProfile, model_profile
 
 BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2}
 
@@ -81,9 +81,23 @@ def cast_s(numel: int, cell: Cell) -> float:
     return numel * 6 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
 
 
+def cell_profile(cell: Cell) -> ModelProfile:
+    """The cell's model profile: from its profile file if it names one, else the zoo's
+    FLOP-based profile on the cell's device."""
+    m = cell.model
+    assert m.batch_size is not None
+    if m.profile is not None:
+        from gcbench.zoo.profile_io import file_profile
+
+        return file_profile(
+            m.profile, m.profile_sha256, m.name, m.batch_size, m.seq_len, cell.device
+        )
+    return model_profile(m.name, m.batch_size, cell.device, m.seq_len)
+
+
 def simulate_cell(cell: Cell) -> SimResult:
     """Simulate one iteration of `cell`; returns its metrics and the spans of worker 0."""
-    profile = model_profile(cell.model.name, cell.model.batch_size, cell.device, cell.model.seq_len)
+    profile = cell_profile(cell)
     gpus = cell.cluster.gpus
     link = ring_link(cell)
     compress = cell.strategy == "fp16" and gpus > 1

@@ -1,66 +1,133 @@
-"""Device table: peak rates and the efficiencies that turn FLOPs into seconds.
+"""Device table: peak rates, link speeds, and the efficiencies that turn FLOPs into seconds.
 
 Torch-free on purpose: suite validation checks device names against this table.
+
+Peak rates and bandwidths are the vendors' datasheet figures (dense, no sparsity). In fp32
+training PyTorch runs matmuls in true FP32 but lets cuDNN run convolutions in TF32 where
+the GPU has it (`torch.backends.cuda.matmul.allow_tf32 = False`,
+`torch.backends.cudnn.allow_tf32 = True`, the defaults since PyTorch 1.12), so
+convolutions use the TF32 peak on A100 and H100.
+
+Efficiencies (achieved / peak, per operation class) and the per-kernel overhead of the
+GPUs are those fitted on V100: `benchmarks/calibrate_v100.py` fits them so that the zoo's
+FLOP-based backward times match the V100 backward times the ByteComp/Espresso authors
+published for vgg16, resnet50, resnet101, bert-base-squad, bert-large-squad, gpt2, lstm
+and ugatit (least squares on the log of each model's ratio; result and residuals in
+BENCHMARKS.md). The other GPUs reuse the V100 fractions: no public per-tensor profile
+exists for them, and the fraction of peak a cuDNN/cuBLAS kernel reaches changes less
+between generations than the peaks do.
+
+The `cpu` entry is this project's CI host (2 cores), measured with
+`benchmarks/measure_cpu.py`: peak = the float32 matmul rate of a 2048x2048 GEMM (so the
+matmul efficiency is 1 by definition), conv efficiency = a ResNet 3x3 convolution's rate
+over that peak, memory bandwidth = a large tensor copy, overhead = a tiny elementwise op.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Fitted on V100 by benchmarks/calibrate_v100.py (see the module docstring).
+# Result (BENCHMARKS.md has each model's ratio, all within 0.90-1.11): Winograd 3x3 convs reach
+# 1.55x the FP32 peak counted in direct-convolution FLOPs; other convs (7x7 stems, strided
+# 3x3, UGATIT's 4x4 and 7x7 layers with few channels) only 0.16; GEMMs and 1x1 convs 0.76;
+# memory-bound kernels 70% of the HBM2 bandwidth; 2 us per kernel.
+V100_WINOGRAD_EFFICIENCY = 1.55
+V100_CONV_EFFICIENCY = 0.16
+V100_MATMUL_EFFICIENCY = 0.76
+V100_MEMORY_EFFICIENCY = 0.7
+V100_KERNEL_OVERHEAD_US = 2.0
+
 
 @dataclass(frozen=True)
 class Device:
     name: str
     peak_fp32_tflops: float
+    peak_tf32_tflops: float | None  # tensor-core TF32, dense; None where the GPU has none
+    peak_fp16_tflops: float  # tensor-core FP16 with FP32 accumulate, dense
     mem_bandwidth_gbs: float  # device memory, GB/s
-    matmul_efficiency: float  # achieved / peak for convolutions and matrix multiplies
+    pcie_gbs: float  # host link, GB/s per direction
+    nvlink_gbs: float | None  # GB/s per GPU per direction; None without NVLink
+    winograd_efficiency: float  # 3x3 stride-1 convolutions, in direct-convolution FLOPs
+    conv_efficiency: float  # achieved / peak for other convolutions
+    matmul_efficiency: float  # achieved / peak for matrix multiplies
+    memory_efficiency: float  # achieved / peak memory bandwidth for memory-bound kernels
     kernel_overhead_us: float  # launch + tail per kernel
     source: str
 
+    def flops_per_s(self, kind: str) -> float:
+        """Achieved FLOP/s of an operation class in fp32 training."""
+        if kind in ("conv", "winograd", "conv1x1"):
+            peak = self.peak_tf32_tflops or self.peak_fp32_tflops
+            eff = {
+                "winograd": self.winograd_efficiency,
+                "conv1x1": self.matmul_efficiency,  # a 1x1 convolution is a GEMM
+                "conv": self.conv_efficiency,
+            }[kind]
+            return peak * 1e12 * eff
+        return self.peak_fp32_tflops * 1e12 * self.matmul_efficiency
 
-# Efficiencies: the V100 value is fitted so that the FLOP-based backward time of resnet50
-# at batch 32 (2 x 8.2 GFLOP x 32 = 525 GFLOP) matches the 63.5 ms measured on V100 by the
-# ByteComp/Espresso authors (sum of resnet50's ready gaps in their public profile):
-# 525e9 / 63.5e-3 s = 8.27 TFLOP/s = 0.53 x 15.7. The other GPUs reuse that fraction until
-# the model-zoo issue (#3) calibrates each operation class separately.
+
+def _gpu(
+    name: str,
+    fp32: float,
+    tf32: float | None,
+    fp16: float,
+    mem: float,
+    pcie: float,
+    nvlink: float | None,
+    source: str,
+) -> Device:
+    return Device(
+        name,
+        fp32,
+        tf32,
+        fp16,
+        mem,
+        pcie,
+        nvlink,
+        V100_WINOGRAD_EFFICIENCY,
+        V100_CONV_EFFICIENCY,
+        V100_MATMUL_EFFICIENCY,
+        V100_MEMORY_EFFICIENCY,
+        V100_KERNEL_OVERHEAD_US,
+        source,
+    )
+
+
 DEVICES: dict[str, Device] = {
     d.name: d
     for d in [
-        Device(
-            "v100",
-            15.7,
-            900.0,
-            0.53,
-            5.0,
-            "NVIDIA V100 SXM2 datasheet (15.7 TFLOP/s FP32, 900 GB/s HBM2)",
+        _gpu(
+            "v100", 15.7, None, 125.0, 900.0, 15.75, 150.0,
+            "NVIDIA V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 125 TFLOP/s tensor, 900 GB/s HBM2, "
+            "NVLink 2.0 300 GB/s (6 links x 25 GB/s each way), PCIe 3.0 x16",
+        ),
+        _gpu(
+            "a100", 19.5, 156.0, 312.0, 1555.0, 31.5, 300.0,
+            "NVIDIA A100 SXM4 40GB datasheet: 19.5 TFLOP/s FP32, 156 TF32, 312 FP16, "
+            "1,555 GB/s HBM2, NVLink 3.0 600 GB/s, PCIe 4.0 x16",
+        ),
+        _gpu(
+            "h100", 67.0, 494.7, 989.4, 3350.0, 63.0, 450.0,
+            "NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 494.7 TF32 and 989.4 FP16 (dense), "
+            "3.35 TB/s HBM3, NVLink 4.0 900 GB/s, PCIe 5.0 x16",
+        ),
+        _gpu(
+            "rtx2080ti", 13.45, None, 53.8, 616.0, 15.75, None,
+            "NVIDIA Turing architecture whitepaper (RTX 2080 Ti Founders Edition): 13.45 "
+            "TFLOP/s FP32, 53.8 FP16 tensor with FP32 accumulate, 616 GB/s GDDR6, PCIe 3.0",
+        ),
+        _gpu(
+            "t4", 8.1, None, 65.0, 320.0, 15.75, None,
+            "NVIDIA T4 datasheet: 8.1 TFLOP/s FP32, 65 FP16 tensor, 320 GB/s GDDR6, PCIe 3.0",
         ),
         Device(
-            "a100",
-            19.5,
-            1555.0,
-            0.53,
-            5.0,
-            "NVIDIA A100 40GB datasheet (19.5 TFLOP/s FP32, 1,555 GB/s)",
+            "cpu", 0.060, None, 0.060, 10.0, 10.0, None, 0.6, 0.6, 1.0, 1.0, 5.0,
+            "measured on the CI host (2 cores) by benchmarks/measure_cpu.py",
         ),
-        Device(
-            "h100",
-            67.0,
-            3350.0,
-            0.53,
-            4.0,
-            "NVIDIA H100 SXM5 datasheet (67 TFLOP/s FP32, 3.35 TB/s)",
-        ),
-        Device(
-            "rtx2080ti",
-            13.4,
-            616.0,
-            0.53,
-            5.0,
-            "NVIDIA RTX 2080 Ti spec (13.4 TFLOP/s FP32, 616 GB/s)",
-        ),
-        Device("t4", 8.1, 320.0, 0.53, 5.0, "NVIDIA T4 datasheet (8.1 TFLOP/s FP32, 320 GB/s)"),
     ]
-}
+}  # fmt: skip
 
 
 def device_names() -> list[str]:

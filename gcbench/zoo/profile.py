@@ -1,23 +1,30 @@
-"""ModelProfile: a model's gradient tensors in ready order with FLOP-based compute times.
+"""ModelProfile: a model's gradient tensors in ready order with per-tensor compute times.
 
-One forward pass on the meta device under torch's FLOP counter gives each leaf module's
-FLOPs and output size. Time = FLOPs / (peak x efficiency) for matrix work, bytes / memory
-bandwidth for elementwise work (normalisation, activations, pooling), plus a fixed
-overhead per kernel. Backward is twice the forward FLOPs (input and weight gradients).
-The model-zoo issue (#3) refines this per operation class and adds measured profiles.
+FLOP-based profiles (this file) turn a traced forward pass (`gcbench.zoo.trace`) into
+seconds on a device from the device table: each operation takes
+
+    max(FLOPs / (peak x efficiency of its class), bytes / (memory bandwidth x efficiency))
+    + a launch overhead per kernel,
+
+forward and backward alike. Backward runs the operations in reverse; a tensor's
+`backward_s` is the time from the previous gradient becoming ready to its own.
+Measured profiles (`gcbench.zoo.measure`) and imported files (`gcbench.zoo.profile_io`)
+produce the same `ModelProfile`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES, Device
 
-ELEMENTWISE_PASSES_FWD = 2  # read input, write output
-ELEMENTWISE_PASSES_BWD = 3  # read input and output gradient, write input gradient
-UPDATE_PASSES = 4  # SGD with momentum: read grad, read+write momentum, write weight (fp32)
+if TYPE_CHECKING:
+    from gcbench.zoo.trace import ModelTrace, Op
+
+UPDATE_PASSES = 4  # SGD with momentum, fp32: read grad, read + write momentum, write weight
 
 
 @dataclass(frozen=True)
@@ -39,10 +46,12 @@ class ModelProfile:
     batch_size: int
     seq_len: int | None
     sample_unit: str
-    device: str
+    device: str  # a device-table entry, or where a measured/imported profile comes from
     forward_s: float
     update_s: float
     tensors: tuple[TensorProfile, ...]  # gradient-ready order: output layer first
+    source: str = "flops"  # "flops" | "measured" | "imported"
+    notes: tuple[str, ...] = field(default=())  # what was estimated rather than measured
 
     @property
     def backward_s(self) -> float:
@@ -67,91 +76,76 @@ class ModelProfile:
         )
 
 
-def _leaf_costs(
-    name: str, batch_size: int
-) -> list[tuple[str, list[tuple[str, tuple[int, ...]]], float, int]]:
-    """Leaf modules in forward order: (name, [(param name, shape)], forward FLOPs, output numel)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
+def op_seconds(flops: float, nbytes: float, kind: str, kernels: int, dev: Device) -> float:
+    """Roofline time of one operation's work on `dev` plus its launch overheads."""
+    if kernels == 0:
+        return 0.0
+    compute = flops / dev.flops_per_s(kind) if flops else 0.0
+    memory = nbytes / (dev.mem_bandwidth_gbs * 1e9 * dev.memory_efficiency)
+    return max(compute, memory) + kernels * dev.kernel_overhead_us * 1e-6
 
-    from gcbench.zoo.nets import build
 
-    model = build(name)
-    info = MODELS[name]
-    leaves = [(n, m) for n, m in model.named_modules() if not list(m.children())]
-    order: list[tuple[str, list[tuple[str, tuple[int, ...]]], float, int]] = []
-    counter = FlopCounterMode(display=False)
-    start: dict[str, float] = {}
+def forward_seconds(op: Op, dev: Device) -> float:
+    return op_seconds(op.flops, op.nbytes, op.kind, 1, dev)
 
-    def pre(mod_name: str):
-        def hook(_m, _inp):
-            start[mod_name] = counter.get_total_flops()
 
-        return hook
+def backward_seconds(op: Op, dev: Device) -> float:
+    return op_seconds(op.bwd_flops, op.bwd_nbytes, op.kind, op.bwd_kernels, dev)
 
-    def post(mod_name: str, mod: torch.nn.Module):
-        def hook(_m, _inp, out):
-            flops = counter.get_total_flops() - start[mod_name]
-            params = [
-                (f"{mod_name}.{p}" if mod_name else p, tuple(t.shape))
-                for p, t in mod.named_parameters(recurse=False)
-            ]
-            numel = out.numel() if isinstance(out, torch.Tensor) else 0
-            order.append((mod_name, params, float(flops), numel))
 
-        return hook
+def update_seconds(numel: int, tensors: int, dev: Device) -> float:
+    """SGD with momentum over every parameter, one kernel per tensor."""
+    return (
+        UPDATE_PASSES * numel * 4 / (dev.mem_bandwidth_gbs * 1e9 * dev.memory_efficiency)
+        + tensors * dev.kernel_overhead_us * 1e-6
+    )
 
-    handles = []
-    for n, m in leaves:
-        handles.append(m.register_forward_pre_hook(pre(n)))
-        handles.append(m.register_forward_hook(post(n, m)))
-    x = torch.empty((batch_size, *info.input_shape), device="meta")
-    with counter, torch.no_grad():
-        model(x)
-    for h in handles:
-        h.remove()
-    return order
+
+def profile_from_trace(trace: ModelTrace, device: str) -> ModelProfile:
+    dev = DEVICES[device]
+    info = MODELS[trace.name]
+    forward_s = sum(forward_seconds(op, dev) for op in trace.ops)
+    # done[i]: backward time elapsed when op i's backward has finished (ops run in reverse).
+    done: list[float] = [0.0] * (len(trace.ops) + 1)
+    for i in range(len(trace.ops) - 1, -1, -1):
+        done[i] = done[i + 1] + backward_seconds(trace.ops[i], dev)
+    order = sorted(range(len(trace.params)), key=lambda i: (-trace.params[i].first_use, -i))
+    tensors: list[TensorProfile] = []
+    previous = 0.0
+    for i in order:
+        p = trace.params[i]
+        ready = done[p.first_use]
+        numel = 1
+        for s in p.shape:
+            numel *= s
+        tensors.append(TensorProfile(p.name, p.shape, numel, p.layer, ready - previous))
+        previous = ready
+    total = sum(t.numel for t in tensors)
+    return ModelProfile(
+        trace.name,
+        trace.batch_size,
+        trace.seq_len,
+        info.sample_unit,
+        device,
+        forward_s,
+        update_seconds(total, len(tensors), dev),
+        tuple(tensors),
+    )
 
 
 @lru_cache(maxsize=64)
+def cached_trace(name: str, batch_size: int, seq_len: int | None) -> ModelTrace:
+    from gcbench.zoo.trace import trace_model
+
+    return trace_model(name, batch_size, seq_len)
+
+
+@lru_cache(maxsize=256)
 def model_profile(
     name: str, batch_size: int | None = None, device: str = "v100", seq_len: int | None = None
 ) -> ModelProfile:
     """The FLOP-based profile of a zoo model on a device from the device table."""
     info = MODELS[name]
     batch = batch_size or info.batch_size
-    dev: Device = DEVICES[device]
-    flops_per_s = dev.peak_fp32_tflops * 1e12 * dev.matmul_efficiency
-    mem_bps = dev.mem_bandwidth_gbs * 1e9
-    overhead = dev.kernel_overhead_us * 1e-6
-
-    def cost(flops: float, out_numel: int, passes: int, factor: float) -> float:
-        if flops > 0:
-            return factor * flops / flops_per_s + overhead
-        return passes * out_numel * 4 / mem_bps + overhead
-
-    leaves = _leaf_costs(name, batch)
-    forward_s = sum(cost(f, n, ELEMENTWISE_PASSES_FWD, 1.0) for _, _, f, n in leaves)
-    tensors: list[TensorProfile] = []
-    pending = 0.0
-    for layer, params, flops, out_numel in reversed(leaves):
-        pending += cost(flops, out_numel, ELEMENTWISE_PASSES_BWD, 2.0)
-        # Parameters of one module become ready together; the bias (registered last) first.
-        for pname, shape in reversed(params):
-            numel = 1
-            for s in shape:
-                numel *= s
-            tensors.append(TensorProfile(pname, shape, numel, layer, pending))
-            pending = 0.0
-    total = sum(t.numel for t in tensors)
-    update_s = UPDATE_PASSES * total * 4 / mem_bps + overhead * len(tensors)
-    return ModelProfile(
-        name,
-        batch,
-        seq_len or info.seq_len,
-        info.sample_unit,
-        device,
-        forward_s,
-        update_s,
-        tuple(tensors),
-    )
+    seq = seq_len or info.seq_len
+    return profile_from_trace(cached_trace(name, batch, seq), device)

@@ -1,0 +1,240 @@
+"""Trace one forward pass of a zoo model on the meta device into a list of costed operations.
+
+Every aten operation the forward runs is recorded with its class (convolution, matmul,
+embedding, or memory-bound), its forward FLOPs (torch's own `flop_counter` registry) and
+the bytes it moves, plus the FLOPs and bytes of its backward:
+
+- a convolution or matmul computes one gradient GEMM per operand that needs a gradient
+  (input gradient and weight gradient: 2x the forward FLOPs; 1x for the first layer, whose
+  input needs none);
+- a memory-bound operation's backward reads the output gradient and a saved tensor and
+  writes the input gradient: 1.5x its forward traffic;
+- an embedding's backward zeroes its full-size gradient and scatters the rows into it.
+
+Operations whose inputs need no gradient (index arithmetic, masks) have no backward.
+A parameter's gradient is ready once the backward of its earliest use in the forward has
+run (views such as `weight.t()` count as uses of the parameter), so a tied embedding,
+used first and last, is ready last.
+
+3x3 stride-1 convolutions are their own class ("winograd"): cuDNN computes them with
+Winograd transforms, so their achieved rate, counted in direct-convolution FLOPs, can exceed
+the GPU's peak (the V100 profile of VGG-16 shows about 27 TFLOP/s on a 15.7 TFLOP/s GPU).
+
+The result depends only on the model, batch size and sequence length, never on a device,
+so `gcbench.zoo.profile` turns it into times for any device without tracing again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from gcbench.zoo.catalog import MODELS
+from gcbench.zoo.nets import build
+
+aten = torch.ops.aten
+
+CONV = {aten.convolution, aten._convolution, aten.convolution_overrideable, aten.cudnn_convolution}
+MATMUL = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm}
+# Operations that return a view (or nothing) and launch no kernel.
+VIEWS = {
+    aten.t, aten.transpose, aten.view, aten._unsafe_view, aten.reshape, aten.expand,
+    aten.permute, aten.unsqueeze, aten.squeeze, aten.slice, aten.select, aten.split,
+    aten.split_with_sizes, aten.unsafe_split, aten.unbind, aten.detach, aten.alias,
+    aten.as_strided, aten.narrow, aten.chunk, aten.view_as, aten.expand_as, aten.lift_fresh,
+    aten._reshape_alias, aten.flatten, aten.empty, aten.empty_like, aten.empty_strided,
+}  # fmt: skip
+# Operands (by position) of a GEMM whose gradients cost one GEMM each.
+GEMM_OPERANDS = {aten.mm: (0, 1), aten.bmm: (0, 1), aten.addmm: (1, 2), aten.baddbmm: (1, 2)}
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str  # "winograd" | "conv1x1" | "conv" | "matmul" | "embedding" | "memory"
+    flops: float  # forward
+    nbytes: float  # forward memory traffic
+    bwd_flops: float
+    bwd_nbytes: float
+    bwd_kernels: int  # kernels its backward launches (0: no backward)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    shape: tuple[int, ...]
+    layer: str  # the module that owns it
+    first_use: int  # index of its earliest use among the ops
+
+
+@dataclass(frozen=True)
+class ModelTrace:
+    name: str
+    batch_size: int
+    seq_len: int | None
+    ops: tuple[Op, ...]  # forward order
+    params: tuple[Param, ...]  # registration order
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes a kernel touches for `t`: a broadcast view reads its storage, not its numel."""
+    dense = t.numel() * t.element_size()
+    try:
+        return min(dense, t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):
+        return dense
+
+
+def _winograd(args: tuple[Any, ...]) -> bool:
+    """A 3x3, stride-1, ungrouped 2-D convolution: cuDNN runs these with Winograd kernels,
+    which need 2.25-4x fewer multiplies than the direct FLOP count says."""
+    weight, stride, dilation, groups = args[1], args[3], args[5], args[8]
+    return (
+        weight.dim() == 4
+        and tuple(weight.shape[2:]) == (3, 3)
+        and all(s == 1 for s in stride)
+        and all(d == 1 for d in dilation)
+        and groups == 1
+    )
+
+
+def _pointwise(args: tuple[Any, ...]) -> bool:
+    """A 1x1 convolution: a GEMM over channels, which cuDNN runs at matmul efficiency."""
+    weight, groups = args[1], args[8]
+    return weight.dim() == 4 and tuple(weight.shape[2:]) == (1, 1) and groups == 1
+
+
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "signbit"}
+
+
+def _fast_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The output of a common operation on meta tensors, built directly.
+
+    Many of torch's meta kernels are Python decompositions (batch norm costs ~3 ms a call);
+    tracing a 1,700-operation LSTM through them takes seconds. Shapes of these operations
+    are simple, so we build their outputs here; anything else returns None and runs for real.
+    """
+    packet = func._overloadpacket
+    if packet in (aten.mm, aten.addmm):
+        a, b = args[-2], args[-1]
+        return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device="meta")
+    if packet in (aten.native_batch_norm, aten._native_batch_norm_legit):
+        x = args[0]
+        stats = torch.empty((x.shape[1],), dtype=x.dtype, device="meta")
+        return torch.empty_like(x), stats, torch.empty_like(stats)
+    if packet is aten.native_layer_norm:
+        x, normalized = args[0], args[1]
+        stat_shape = (*x.shape[: x.dim() - len(normalized)], *([1] * len(normalized)))
+        stats = torch.empty(stat_shape, dtype=x.dtype, device="meta")
+        return torch.empty_like(x), stats, torch.empty_like(stats)
+    if torch.Tag.pointwise in func.tags and not kwargs:
+        name = packet.__name__
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors or name.rstrip("_") in _COMPARISONS:
+            return None
+        if any(t.dtype != tensors[0].dtype for t in tensors):
+            return None
+        if name.endswith("_"):
+            return args[0]
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+        return torch.empty(shape, dtype=tensors[0].dtype, device="meta")
+    return None
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, params: dict[int, int]):
+        super().__init__()
+        self.ops: list[Op] = []
+        self.uses: dict[int, int] = {}  # param index -> first op index
+        self.derived: dict[int, frozenset[int]] = {}  # tensor id -> params it views
+        self.grad: set[int] = set(params)  # ids of tensors that need a gradient
+        self.params = params
+        self.keep: list[Any] = []  # holds outputs alive so their ids stay unique
+
+    def _sources(self, t: torch.Tensor) -> frozenset[int]:
+        if id(t) in self.params:
+            return frozenset([self.params[id(t)]])
+        return self.derived.get(id(t), frozenset())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = _fast_meta(func, args, kwargs)
+        if out is None:
+            out = func(*args, **kwargs)
+        packet = func._overloadpacket
+        inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        outputs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        self.keep.append(out)
+        needs_grad = any(id(t) in self.grad for t in inputs)
+        if needs_grad:
+            self.grad.update(id(o) for o in outputs)
+        if packet in VIEWS:
+            sources = frozenset().union(*(self._sources(t) for t in inputs))
+            if sources:
+                for o in outputs:
+                    self.derived[id(o)] = sources
+            return out
+        index = len(self.ops)
+        for t in inputs:
+            for p in self._sources(t):
+                self.uses.setdefault(p, index)
+        nbytes = float(sum(_nbytes(t) for t in inputs) + sum(_nbytes(o) for o in outputs))
+        flops = 0.0
+        if packet in flop_registry and (packet in CONV or packet in MATMUL):
+            flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
+        if packet in CONV:
+            operands = (args[0], args[1])
+            grads = sum(id(t) in self.grad for t in operands)
+            kind = "winograd" if _winograd(args) else "conv1x1" if _pointwise(args) else "conv"
+            op = Op(kind, flops, nbytes, flops * grads, nbytes * grads, grads)
+        elif packet in MATMUL:
+            operands = tuple(args[i] for i in GEMM_OPERANDS[packet])
+            grads = sum(id(t) in self.grad for t in operands)
+            op = Op("matmul", flops, nbytes, flops * grads, nbytes * grads, grads)
+        elif packet is aten.embedding:
+            weight = args[0]
+            wants = id(weight) in self.grad
+            bwd = _nbytes(weight) + _nbytes(outputs[0]) if wants else 0.0
+            op = Op("embedding", 0.0, float(2 * _nbytes(outputs[0])), 0.0, bwd, 2 * int(wants))
+        else:
+            bwd = 1.5 * nbytes if needs_grad else 0.0
+            op = Op("memory", 0.0, nbytes, 0.0, bwd, int(needs_grad))
+        self.ops.append(op)
+        return out
+
+
+def model_input(name: str, batch_size: int, seq_len: int | None, device: Any = "meta") -> Any:
+    """A batch of inputs for a zoo model: images, or token ids of shape (batch, seq_len)."""
+    info = MODELS[name]
+    if info.vocab is not None:
+        length = seq_len or info.seq_len or 1
+        if device == "meta":
+            return torch.empty((batch_size, length), dtype=torch.long, device=device)
+        return torch.randint(0, info.vocab, (batch_size, length), device=device)
+    if device == "meta":
+        return torch.empty((batch_size, *info.input_shape), device=device)
+    return torch.randn((batch_size, *info.input_shape), device=device)
+
+
+def trace_model(name: str, batch_size: int, seq_len: int | None = None) -> ModelTrace:
+    """Trace `name` at a per-GPU batch (and sequence length) on the meta device."""
+    model = build(name)
+    model.train()
+    named = list(model.named_parameters())
+    ids = {id(p): i for i, (_, p) in enumerate(named)}
+    owner: dict[int, str] = {}
+    for mod_name, module in model.named_modules():
+        for p in module.parameters(recurse=False):
+            owner.setdefault(id(p), mod_name)
+    recorder = _Recorder(ids)
+    with torch.no_grad(), recorder:
+        model(model_input(name, batch_size, seq_len))
+    params = tuple(
+        Param(n, tuple(p.shape), owner.get(id(p), ""), recorder.uses.get(i, 0))
+        for i, (n, p) in enumerate(named)
+    )
+    return ModelTrace(name, batch_size, seq_len, tuple(recorder.ops), params)
