@@ -97,7 +97,7 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "Traceback" not in err
+    assert "interrupted" in err and "Traceback" not in err, err
     [run] = list((results / "big").iterdir())
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
     assert not list(run.rglob(TMP_PREFIX + "*"))

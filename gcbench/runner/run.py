@@ -178,12 +178,16 @@ def run_suite(
             if progress:
                 progress(state)
     except BaseException:
-        for ref in in_flight:
-            ray.cancel(ref, force=True)
         manifest.update(status="interrupted", interrupted_at=_now())
         store.write_manifest(manifest)
         if started_here:
+            # Shutting down our own Ray ends its workers; cancelling first races with
+            # tasks that are finishing (Ray 2.x aborts with "Tried to complete task that
+            # was not pending").
             ray.shutdown()
+        else:  # someone else's cluster: stop the work we gave it
+            for ref in in_flight:
+                ray.cancel(ref, force=True)
         raise
     manifest.update(
         status="finished" if not failures else "failed",

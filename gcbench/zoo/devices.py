@@ -123,8 +123,11 @@ DEVICES: dict[str, Device] = {
             "NVIDIA T4 datasheet: 8.1 TFLOP/s FP32, 65 FP16 tensor, 320 GB/s GDDR6, PCIe 3.0",
         ),
         Device(
-            "cpu", 0.060, None, 0.060, 10.0, 10.0, None, 0.6, 0.6, 1.0, 1.0, 5.0,
-            "measured on the CI host (2 cores) by benchmarks/measure_cpu.py",
+            "cpu", 0.21, None, 0.21, 18.8, 18.8, None, 0.8, 0.75, 1.0, 1.0, 6.5,
+            "measured on the CI host (2 cores, torch 2.13 CPU, 2 threads) by "
+            "benchmarks/measure_cpu.py on 2026-11-22: 0.20-0.23 TFLOP/s 2048^2 sgemm, 3x3 conv "
+            "0.80-0.83 and 7x7 stem 0.69-0.83 of it, 17.8-19.9 GB/s copy, 6.5 us per tiny op; "
+            "pcie_gbs is host memory (no PCIe hop)",
         ),
     ]
 }  # fmt: skip

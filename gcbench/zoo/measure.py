@@ -15,6 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -24,26 +25,28 @@ from gcbench.zoo.nets import build
 from gcbench.zoo.profile import ModelProfile, TensorProfile
 from gcbench.zoo.trace import model_input
 
+Mark = float | Any  # perf_counter seconds on CPU, a recorded torch.cuda.Event on a GPU
+
 
 @dataclass
 class _Clock:
-    """Timestamps in seconds: perf_counter on CPU, CUDA events on a GPU."""
+    """Timestamps: perf_counter on CPU, CUDA events on a GPU (so GPU time is measured,
+    not launch time)."""
 
     device: torch.device
 
-    def mark(self) -> Callable[[], float]:
+    def mark(self) -> Mark:
         if self.device.type == "cuda":
             event = torch.cuda.Event(enable_timing=True)
             event.record()
-            return lambda: event  # type: ignore[return-value]
-        now = time.perf_counter()
-        return lambda: now
+            return event
+        return time.perf_counter()
 
-    def seconds(self, start: Callable[[], float], end: Callable[[], float]) -> float:
+    def seconds(self, start: Mark, end: Mark) -> float:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            return start().elapsed_time(end()) / 1e3  # type: ignore[attr-defined]
-        return end() - start()
+            return float(start.elapsed_time(end)) / 1e3  # type: ignore[union-attr]
+        return float(end - start)
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -71,7 +74,7 @@ class _Session:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-6, momentum=0.9)
         self.clock = _Clock(self.device)
         self.inputs = model_input(name, batch, seq, self.device)
-        self.marks: dict[int, Callable[[], float]] = {}
+        self.marks: dict[int, Mark] = {}
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def instrument(self, on: bool) -> None:
@@ -80,10 +83,11 @@ class _Session:
             h.remove()
         self.handles = []
         if on:
+            marks, mark = self.marks, self.clock.mark
             for i, (_, p) in enumerate(self.params):
 
                 def hook(_p: torch.Tensor, i: int = i) -> None:
-                    self.marks[i] = self.clock.mark()
+                    marks[i] = mark()  # kept minimal: this runs inside backward
 
                 self.handles.append(p.register_post_accumulate_grad_hook(hook))
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from gcbench.zoo import language, vision
 
@@ -42,7 +43,36 @@ BUILDERS: dict[str, Callable[[], nn.Module]] = {
 }
 
 
+class _SkipRandomInit(TorchFunctionMode):
+    """Meta tensors hold no values, so random initialisation is skipped when building on
+    meta. (torch's meta `normal_` is a Python reference whose first call imports
+    torch._dynamo, about 2 s of a cold `gcbench model`.)"""
+
+    SKIP = {
+        torch.Tensor.normal_,
+        torch.Tensor.uniform_,
+        torch.Tensor.random_,
+        nn.init.normal_,
+        nn.init.uniform_,
+        nn.init.trunc_normal_,
+        nn.init.kaiming_uniform_,
+        nn.init.kaiming_normal_,
+        nn.init.xavier_uniform_,
+        nn.init.xavier_normal_,
+        nn.functional.normalize,  # spectral norm normalises its random u and v
+    }
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SKIP:  # return the tensor, unchanged (it holds no values anyway)
+            return next(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+        return func(*args, **kwargs)
+
+
 def build(name: str, device: str | torch.device = "meta") -> nn.Module:
     """The named architecture, on the meta device unless another is asked for."""
+    if str(device) == "meta":
+        with torch.device(device), _SkipRandomInit():
+            return BUILDERS[name]()
     with torch.device(device):
         return BUILDERS[name]()

@@ -111,6 +111,24 @@ def _pointwise(args: tuple[Any, ...]) -> bool:
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "signbit"}
 
 
+def _broadcast(*shapes: torch.Size) -> tuple[int, ...]:
+    """NumPy broadcasting of concrete shapes (torch.broadcast_shapes imports sympy)."""
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for shape in shapes:
+        for i, n in enumerate(shape, start=ndim - len(shape)):
+            if n != 1:
+                if out[i] not in (1, n):
+                    raise ValueError(f"shapes {shapes} do not broadcast")
+                out[i] = n
+    return tuple(out)
+
+
+def _like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A contiguous meta tensor of x's shape (torch.empty_like's meta kernel imports sympy)."""
+    return torch.empty(tuple(x.shape), dtype=dtype or x.dtype, device="meta")
+
+
 def _fast_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The output of a common operation on meta tensors, built directly.
 
@@ -119,19 +137,112 @@ def _fast_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     are simple, so we build their outputs here; anything else returns None and runs for real.
     """
     packet = func._overloadpacket
+    shape: Any  # each branch builds its own
+    if packet is aten.convolution and not args[6]:  # not transposed
+        x, w, stride, padding, dilation = args[0], args[1], args[3], args[4], args[5]
+        spatial = [
+            (size + 2 * p - d * (k - 1) - 1) // s + 1
+            for size, k, s, p, d in zip(
+                x.shape[2:], w.shape[2:], stride, padding, dilation, strict=True
+            )
+        ]
+        return torch.empty((x.shape[0], w.shape[0], *spatial), dtype=x.dtype, device="meta")
+    if packet in (aten.mean, aten.sum) and len(args) == 1 and set(kwargs) <= {"dtype"}:
+        return torch.empty((), dtype=kwargs.get("dtype") or args[0].dtype, device="meta")
+    if packet in (aten.mean, aten.sum, aten.var_mean) and len(args) >= 2 and args[1]:
+        x, dims = args[0], [d % args[0].dim() for d in args[1]]
+        positional = len(args) > 2 and packet is not aten.var_mean
+        keep = kwargs.get("keepdim", args[2] if positional else False)
+        shape = [1 if i in dims else n for i, n in enumerate(x.shape) if keep or i not in dims]
+        out = torch.empty(shape, dtype=x.dtype, device="meta")
+        return (out, _like(out)) if packet is aten.var_mean else out
+    if packet in (aten.tril, aten.triu, aten.masked_fill, aten.clone):
+        return _like(args[0])
+    if packet in (aten.zeros_like, aten.ones_like, aten.full_like, aten.empty_like):
+        return _like(args[0], kwargs.get("dtype"))
+    if packet is aten.embedding:
+        weight, indices = args[0], args[1]
+        return torch.empty((*indices.shape, weight.shape[1]), dtype=weight.dtype, device="meta")
+    if packet in (aten.reflection_pad2d, aten.replication_pad2d):
+        x, (left, right, top, bottom) = args[0], args[1]
+        shape = (*x.shape[:-2], x.shape[-2] + top + bottom, x.shape[-1] + left + right)
+        return torch.empty(shape, dtype=x.dtype, device="meta")
+    if packet in (aten.mse_loss, aten.l1_loss, aten.binary_cross_entropy_with_logits):
+        reduction = kwargs.get("reduction", next((a for a in args[2:] if isinstance(a, int)), 1))
+        if reduction == 0:  # "none"
+            return _like(args[0])
+        return torch.empty((), dtype=args[0].dtype, device="meta")
+    if packet is aten.arange and all(isinstance(a, int) for a in args):
+        start, end, step = (0, *args, 1)[-3:] if len(args) == 1 else (*args, 1)[:3]
+        length = max(0, -(-(end - start) // step))
+        return torch.empty((length,), dtype=kwargs.get("dtype") or torch.long, device="meta")
+    if packet is aten.mv:
+        return torch.empty((args[0].shape[0],), dtype=args[0].dtype, device="meta")
+    if packet is aten.dot:
+        return torch.empty((), dtype=args[0].dtype, device="meta")
+    if packet in (aten.cat, aten.stack) and args[0]:
+        parts = args[0]
+        dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % (
+            parts[0].dim() + (packet is aten.stack)
+        )
+        shape = list(parts[0].shape)
+        if packet is aten.stack:
+            shape.insert(dim, len(parts))
+        else:
+            parts = [p for p in parts if p.dim() > 1 or p.numel() > 0]  # cat skips empty 1-D
+            shape[dim] = sum(p.shape[dim] for p in parts)
+        return torch.empty(shape, dtype=parts[0].dtype, device="meta")
+    if packet is aten.upsample_nearest2d and args[1] is not None:
+        x = args[0]
+        return torch.empty((*x.shape[:-2], *args[1]), dtype=x.dtype, device="meta")
+    if packet is aten.bmm:
+        a, b = args[0], args[1]
+        return torch.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=a.dtype, device="meta")
+    if packet is aten.max_pool2d_with_indices:
+        x, kernel = args[0], list(args[1])
+        stride = list(args[2]) if len(args) > 2 and args[2] else kernel
+        padding = list(args[3]) if len(args) > 3 else [0]
+        dilation = list(args[4]) if len(args) > 4 else [1]
+        ceil = bool(args[5]) if len(args) > 5 else False
+        k, st, p, d = (v * 2 if len(v) == 1 else v for v in (kernel, stride, padding, dilation))
+        spatial = []
+        for i in range(2):
+            span = x.shape[-2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1
+            n = (-(-span // st[i]) if ceil else span // st[i]) + 1
+            if ceil and (n - 1) * st[i] >= x.shape[-2 + i] + p[i]:
+                n -= 1
+            spatial.append(n)
+        out = torch.empty((*x.shape[:-2], *spatial), dtype=x.dtype, device="meta")
+        return out, torch.empty(out.shape, dtype=torch.long, device="meta")
+    if packet in (aten.adaptive_max_pool2d, aten._adaptive_avg_pool2d):
+        x, size = args[0], list(args[1])
+        out = torch.empty((*x.shape[:-2], *size), dtype=x.dtype, device="meta")
+        if packet is aten.adaptive_max_pool2d:
+            return out, torch.empty(out.shape, dtype=torch.long, device="meta")
+        return out
     if packet in (aten.mm, aten.addmm):
         a, b = args[-2], args[-1]
         return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device="meta")
     if packet in (aten.native_batch_norm, aten._native_batch_norm_legit):
         x = args[0]
         stats = torch.empty((x.shape[1],), dtype=x.dtype, device="meta")
-        return torch.empty_like(x), stats, torch.empty_like(stats)
+        return _like(x), stats, _like(stats)
     if packet is aten.native_layer_norm:
         x, normalized = args[0], args[1]
         stat_shape = (*x.shape[: x.dim() - len(normalized)], *([1] * len(normalized)))
         stats = torch.empty(stat_shape, dtype=x.dtype, device="meta")
-        return torch.empty_like(x), stats, torch.empty_like(stats)
-    if torch.Tag.pointwise in func.tags and not kwargs:
+        return _like(x), stats, _like(stats)
+    if packet is aten.linalg_vector_norm and not kwargs:
+        x = args[0]
+        dims = [d % x.dim() for d in (args[2] if len(args) > 2 and args[2] else range(x.dim()))]
+        keep = len(args) > 3 and args[3]
+        shape = [1 if i in dims else n for i, n in enumerate(x.shape) if keep or i not in dims]
+        return torch.empty(shape, dtype=x.dtype, device="meta")
+    if torch.Tag.pointwise in func.tags and isinstance(kwargs.get("out"), torch.Tensor):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        shape = _broadcast(*(t.shape for t in tensors))
+        return kwargs["out"] if kwargs["out"].shape == shape else None
+    if torch.Tag.pointwise in func.tags and set(kwargs) <= {"approximate", "alpha"}:
         name = packet.__name__
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors or name.rstrip("_") in _COMPARISONS:
@@ -140,7 +251,7 @@ def _fast_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             return None
         if name.endswith("_"):
             return args[0]
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+        shape = _broadcast(*(t.shape for t in tensors))
         return torch.empty(shape, dtype=tensors[0].dtype, device="meta")
     return None
 
@@ -154,6 +265,13 @@ class _Recorder(TorchDispatchMode):
         self.grad: set[int] = set(params)  # ids of tensors that need a gradient
         self.params = params
         self.keep: list[Any] = []  # holds outputs alive so their ids stay unique
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps __torch_dispatch__ in `torch._disable_dynamo` unless a mode opts out,
+        # and that wrapper imports torch._dynamo (2+ s) on first use. Nothing here is ever
+        # compiled, so opt out and keep a cold `gcbench model` fast.
+        return False
 
     def _sources(self, t: torch.Tensor) -> frozenset[int]:
         if id(t) in self.params:
