@@ -410,6 +410,98 @@ def profile(
     typer.echo(f"\nprofile: {target}")
 
 
+bench_app = typer.Typer(
+    help="Measure gcbench's building blocks on this host.", no_args_is_help=True
+)
+app.add_typer(bench_app, name="bench")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """`10,12,26` (powers of two) or `1024,65536` (element counts)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError([f"--sizes: expected comma-separated integers, got {text!r}"]) from None
+    if not values or any(v <= 0 for v in values):
+        raise ConfigError([f"--sizes: expected positive integers, got {text!r}"])
+    return tuple(2**v if v <= 40 else v for v in values)
+
+
+@bench_app.command("compressors")
+def bench_compressors(
+    sizes: Annotated[
+        str,
+        typer.Option("--sizes", help="Powers of two (10..26) or element counts, comma-separated."),
+    ] = "10,12,14,16,18,20,22,24,26",
+    only: Annotated[
+        str, typer.Option("--only", help="Compressors to time, comma-separated (default: all).")
+    ] = "",
+    torch_device: Annotated[
+        str, typer.Option("--torch-device", help="Where torch runs: cpu or cuda[:N].")
+    ] = "cpu",
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device", help="Print a device-table GPU's roofline cost table instead of measuring."
+        ),
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the cost table (JSON).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Time every compressor's compress and decompress over tensor sizes (warm-up, median
+    of interleaved repeats) and fit fixed + per-byte cost models, the table the simulator
+    and planner use for CPU compression; or, with --device, a GPU's roofline table."""
+    with _errors():
+        from gcbench.compress import names
+        from gcbench.compress.costs import gpu_table, measure
+
+        known = names()
+        chosen = [n for n in only.split(",") if n] or known
+        unknown = [n for n in chosen if n not in known]
+        if unknown:
+            raise ConfigError(
+                [f"--only: unknown compressor {unknown[0]!r}; valid: {', '.join(known)}"]
+            )
+        if device is not None:
+            from gcbench.zoo.devices import DEVICES
+
+            if device not in DEVICES or device == "cpu":
+                gpus = ", ".join(d for d in DEVICES if d != "cpu")
+                raise ConfigError([f"--device: unknown GPU {device!r}; valid: {gpus}"])
+            table = gpu_table(device)
+        else:
+            if torch_device.split(":")[0] not in ("cpu", "cuda"):
+                raise ConfigError([f"--torch-device must be cpu or cuda, got {torch_device!r}"])
+            size_list = _sizes(sizes)
+            with _iteration_bar("bench compressors") as tick:
+                done = [0]
+                total = len(chosen) * len(size_list)
+
+                def point(_name: str, _n: int) -> None:
+                    done[0] += 1
+                    tick(done[0], total)
+
+                table = measure(chosen, size_list, torch_device, point)
+        data = table.to_json()
+        if out is not None:
+            from gcbench.results.store import atomic_write
+
+            atomic_write(out, (json.dumps(data, indent=1) + "\n").encode())
+    if json_out:
+        typer.echo(json.dumps(data, indent=1))
+        return
+    typer.echo(f"{table.device}: {table.source}")
+    typer.echo(f"{'compressor':<12} {'compress: fixed us + ns/MiB':>30} {'decompress':>26}")
+    for name in table.compress:
+        c, d = table.compress[name].segments[-1], table.decompress[name].segments[-1]
+        typer.echo(
+            f"{name:<12} {c.fixed_s * 1e6:>12.1f} + {c.per_byte_s * 2**20 * 1e9:>12.0f}"
+            f"   {d.fixed_s * 1e6:>10.1f} + {d.per_byte_s * 2**20 * 1e9:>12.0f}"
+        )
+    if out is not None:
+        typer.echo(f"\ncost table: {out}")
+
+
 @contextlib.contextmanager
 def _iteration_bar(name: str) -> Iterator[Any]:
     from rich.console import Console

@@ -1,0 +1,687 @@
+"""Quantizers: signsgd, efsignsgd, signum, onebit (1 bit an element), terngrad (2 bits),
+qsgd (⌈log₂(2s+1)⌉ bits). All six: family "quantize", one round, data-independent wire
+bytes, not additive (each worker's scale differs, and signs do not sum), not splittable.
+
+Wire format (`Payload.wire_bytes == wire_bytes(numel, step)` exactly, for every size; n
+elements; every scalar is an fp32 tensor on the wire, present even when n = 0):
+
+    signsgd    signs  uint8[⌈n/8⌉]                                  ⌈n/8⌉
+    signum     signs  uint8[⌈n/8⌉]  (signs of the momentum)           ⌈n/8⌉
+    efsignsgd  signs  uint8[⌈n/8⌉], scale fp32[1] = ‖x‖₁/n          ⌈n/8⌉ + 4
+    onebit     signs  uint8[⌈n/8⌉], means fp32[2] = (mean x≥0, mean x<0)   ⌈n/8⌉ + 8
+    terngrad   codes  uint8[⌈2n/8⌉], scale fp32[1] = max|x|        ⌈n/4⌉ + 4
+    qsgd       codes  uint8[⌈bn/8⌉], norm fp32[1] = ‖x‖₂, b = ⌈log₂(2s+1)⌉   ⌈bn/8⌉ + 4
+
+Bit packing (`pack_codes`, shared by all six): the b-bit codes form one little-endian bit
+stream. Element i's code occupies stream bits [b·i, b·i + b), least significant bit first,
+and stream bit k is bit k mod 8 (value 2^(k mod 8)) of byte ⌊k/8⌋; the last byte is padded
+with zero bits, so a payload holds exactly ⌈b·n/8⌉ bytes. For b = 1 that is numpy's
+`packbits(bitorder="little")`: 8 signs a byte, element 8j + i in bit i of byte j; for
+b = 2, 4 codes a byte (one multiply per 4 codes on the host). Other codes of b ≤ 7 bits
+are packed 8 at a time in a 64-bit word by three mask-and-shift steps (`_compact`), whose
+low b bytes are then written out; codes of more than 8 bits go through a bit matrix.
+
+Conventions (judgement calls, the same in every compressor here):
+- **Sign of zero is +1.** One bit cannot say 0: a sign bit is 1 exactly where x < 0, so 0,
+  -0.0 (and NaN) count as non-negative. Signs reconstruct as +1 / -1 (signsgd, signum),
+  ±scale (efsignsgd) or the bin's mean (onebit).
+- **Majority vote** (signsgd, signum; Bernstein et al. 2018, "signSGD: compressed
+  optimisation for non-convex problems", and Bernstein et al. 2019, "signSGD with
+  majority vote is communication efficient and fault tolerant"): `aggregate` returns
+  sign(Σ_m sign(g_m)) ∈ {-1, 0, +1}, *not* scaled by the number of workers; a tie (an even
+  number of workers split evenly) gives 0, so that coordinate is not updated.
+- **Everything else aggregates by summing** the workers' reconstructions (the contract's
+  default; accumulated in fp32, fp64 for fp64 gradients): dividing by the number of
+  workers, as TernGrad's and QSGD's parameter servers and EF-SignSGD's distributed variant
+  do, is the caller's business, as it is for the uncompressed baseline.
+- Scales are computed from the gradient in its own precision (fp32 for fp16/bf16,
+  fp64 for fp64) and sent as fp32; reconstruction casts to the gradient's dtype.
+- Inputs must be finite (an inf makes every scale inf or NaN).
+
+Randomness (terngrad, qsgd): stochastic rounding of y = x·ratio to ⌊y + u⌋, u ~ U[0, 1),
+one uniform an element, from the seed `stable_seed(name, seed, key, step)`: the same
+(seed, key, step) draws the same numbers in every run. Workers that should round
+independently, as in the papers, are built with different `seed`s (e.g. their rank). On
+the CPU the uniforms come from numpy's PCG64 (about twice as fast as torch's CPU
+generator here), on other devices from `generator(...)`, a torch.Generator on that
+device: the two streams differ, so results are reproducible per device type.
+
+Speed (measured on a 2-core host): comparisons and bit work run through numpy's C loops
+(`less` + `packbits` are ~3x faster than torch's kernels there), float arithmetic through
+torch's (faster than numpy's there), large temporaries live in per-instance scratch
+buffers (a fresh multi-MB allocation costs its page faults), and decompression is one
+table lookup of 8 (or 4) output values per packed byte. A compressor instance is
+therefore not safe to call from two threads at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gcbench.compress.base import Compressor, Payload, generator, stable_seed
+from gcbench.compress.registry import register
+from gcbench.errors import ConfigError
+
+USE_NUMPY = True  # CPU tensors take the numpy paths; tests set it False to check the torch ones
+
+_NP_FLOATS = (torch.float16, torch.float32, torch.float64)
+_SAME_WIDTH_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+MAX_QSGD_LEVELS = 2**31 - 1  # codes of at most 32 bits
+
+
+def _host(t: Tensor) -> bool:
+    return USE_NUMPY and t.device.type == "cpu"
+
+
+def _flat(grad: Tensor) -> Tensor:
+    return grad.detach().reshape(-1)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _f32(value: float) -> Tensor:
+    return torch.tensor([value], dtype=torch.float32)
+
+
+class _Scratch:
+    """Reusable host buffers, grown on demand. Whatever is carved from them is consumed
+    within the call that asked for it, never handed out."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple[str, np.dtype], np.ndarray] = {}
+
+    def get(self, name: str, n: int, dtype: Any) -> np.ndarray:
+        dt = np.dtype(dtype)
+        buf = self._bufs.get((name, dt))
+        if buf is None or buf.size < n:
+            buf = np.empty(n, dt)
+            self._bufs[(name, dt)] = buf
+        return buf[:n]
+
+    def clear(self) -> None:
+        self._bufs.clear()
+
+
+def _get(scratch: _Scratch | None, name: str, n: int, dtype: Any) -> np.ndarray:
+    return np.empty(n, dtype) if scratch is None else scratch.get(name, n, dtype)
+
+
+# --- bit packing ---------------------------------------------------------------------------
+
+
+def code_width(levels: int) -> int:
+    """QSGD's bits per element, ⌈log₂(2s+1)⌉ (Alistarh et al. 2017: a sign and a level
+    in 0..s, i.e. 2s+1 values). 2s+1 is odd and > 1, never a power of two, so this is its
+    bit length."""
+    return (2 * levels + 1).bit_length()
+
+
+def packed_bytes(numel: int, width: int) -> int:
+    """Bytes of `numel` codes of `width` bits, densely packed: ⌈numel·width/8⌉."""
+    return (numel * width + 7) // 8
+
+
+def _rep(field: int, period: int) -> int:
+    """`field` repeated every `period` bits across a 64-bit word."""
+    return sum(field << i for i in range(0, 64, period))
+
+
+# Three steps gather 8 codes of b <= 7 bits, one a byte of a 64-bit word (little-endian),
+# into its low 8b bits: step k joins neighbouring fields of b·2^k bits that sit
+# `half` = 8·2^k bits apart. Every mask stays below 2^63 and every word non-negative, so
+# torch's int64 and numpy's int64 views behave alike. `_expand` undoes it.
+_STEPS = ((0, 8), (1, 16), (2, 32))
+
+
+def _compact(w: Any, b: int) -> Any:
+    for k, half in _STEPS:
+        f = b << k
+        ones = (1 << f) - 1
+        w = (w & _rep(ones, 2 * half)) | ((w >> (half - f)) & _rep(ones << f, 2 * half))
+    return w
+
+
+def _expand(w: Any, b: int) -> Any:
+    for k, half in reversed(_STEPS):
+        f = b << k
+        ones = (1 << f) - 1
+        w = (w & _rep(ones, 2 * half)) | ((w << (half - f)) & _rep(ones << half, 2 * half))
+    return w
+
+
+def _np_compact(w: np.ndarray, b: int, t: np.ndarray) -> np.ndarray:
+    """`_compact` in place, with `t` (like w) as the temporary."""
+    for k, half in _STEPS:
+        f = b << k
+        ones = (1 << f) - 1
+        np.right_shift(w, half - f, out=t)
+        t &= _rep(ones << f, 2 * half)
+        w &= _rep(ones, 2 * half)
+        w |= t
+    return w
+
+
+def _np_expand(w: np.ndarray, b: int, t: np.ndarray) -> np.ndarray:
+    for k, half in reversed(_STEPS):
+        f = b << k
+        ones = (1 << f) - 1
+        np.left_shift(w, half - f, out=t)
+        t &= _rep(ones << half, 2 * half)
+        w &= _rep(ones, 2 * half)
+        w |= t
+    return w
+
+
+# 4 two-bit codes, one a byte of a 32-bit word, land in its top byte by one multiply: the
+# multiplier's bit 24 - 6j moves code j to bit 24 + 2j, and no other partial product
+# reaches the top byte or carries into it (they fall at or above bit 32, or on distinct
+# two-bit fields below bit 24).
+_TWO_BIT_MAGIC = (1 << 24) | (1 << 18) | (1 << 12) | (1 << 6)
+
+
+def _fields(width: int) -> list[tuple[str, int]]:
+    """A group of `width` bytes as unsigned fields of 4, 2 and 1 bytes: (name, offset)."""
+    out, offset = [], 0
+    for size in (4, 2, 1):
+        if (width - offset) >= size:
+            out.append((f"u{size}", offset))
+            offset += size
+    return out
+
+
+def _group_dtype(width: int) -> np.dtype:
+    """8 packed codes of `width` < 8 bits (`width` bytes) as one record of unsigned fields:
+    reading and writing them is several times faster than a strided byte copy."""
+    fields = _fields(width)
+    return np.dtype(
+        {
+            "names": [name for name, _ in fields],
+            "formats": [f"<{name}" for name, _ in fields],
+            "offsets": [offset for _, offset in fields],
+            "itemsize": width,
+        }
+    )
+
+
+def _np_code_dtype(width: int) -> np.dtype:
+    for nbytes in (1, 2, 4, 8):
+        if width <= 8 * nbytes:
+            return np.dtype(f"<u{nbytes}")
+    raise ValueError(f"codes of {width} bits")
+
+
+def _np_pack(codes: np.ndarray, width: int, scratch: _Scratch | None = None) -> np.ndarray:
+    """Pack codes (1-D, values < 2^width) into a new array of ⌈n·width/8⌉ bytes."""
+    n = codes.size
+    nbytes = packed_bytes(n, width)
+    if width == 1:
+        return np.packbits(codes, bitorder="little")
+    if width == 8:
+        return codes.astype(np.uint8)
+    if width == 2:
+        buf = _get(scratch, "pack", -(-n // 4) * 4, np.uint8)
+        buf[:n] = codes
+        buf[n:] = 0
+        w = buf.view("<u4")
+        np.multiply(w, _TWO_BIT_MAGIC, out=w)  # wraps modulo 2^32
+        np.right_shift(w, 24, out=w)
+        return w.astype(np.uint8)
+    if width < 8:
+        g = -(-n // 8)
+        buf = _get(scratch, "pack", g * 8, np.uint8)
+        buf[:n] = codes
+        buf[n:] = 0
+        t = _get(scratch, "lanes", g, "<i8")
+        w = _np_compact(buf.view("<i8"), width, t)
+        out = np.empty(g, _group_dtype(width))  # the low `width` bytes of each word
+        for name, offset in _fields(width):
+            src = w if offset == 0 else np.right_shift(w, 8 * offset, out=t)
+            np.copyto(out[name], src, casting="unsafe")  # keeps the field's low bytes
+        packed = out.view(np.uint8)
+        return packed[:nbytes].copy() if packed.size != nbytes else packed
+    dt = _np_code_dtype(width)
+    wide = np.ascontiguousarray(codes, dtype=dt).view(np.uint8).reshape(n, dt.itemsize)
+    bits = np.unpackbits(wide, axis=1, count=width, bitorder="little")
+    return np.packbits(bits.reshape(-1), bitorder="little")
+
+
+def _np_unpack(
+    packed: np.ndarray, n: int, width: int, scratch: _Scratch | None = None
+) -> np.ndarray:
+    """n codes as unsigned integers of the narrowest numpy width (uint8 for width <= 8);
+    with a scratch, possibly a view of it."""
+    if packed.size != packed_bytes(n, width):
+        raise ValueError(f"{packed.size} bytes cannot hold {n} codes of {width} bits")
+    if width == 1:
+        return np.unpackbits(packed, count=n, bitorder="little")
+    if width == 8:
+        return packed.copy()
+    if width < 8:
+        g = -(-n // 8)
+        if packed.size != g * width:  # the last group's bytes were cut off: pad them
+            packed = np.concatenate([packed, np.zeros(g * width - packed.size, np.uint8)])
+        groups = packed.view(_group_dtype(width))
+        w = _get(scratch, "pack", g * 8, np.uint8).view("<i8")
+        t = _get(scratch, "lanes", g, "<i8")
+        for name, offset in _fields(width):
+            if offset == 0:
+                np.copyto(w, groups[name])
+            else:
+                w |= np.left_shift(groups[name], 8 * offset, out=t, dtype="<i8")
+        return _np_expand(w, width, t).view(np.uint8)[:n]
+    dt = _np_code_dtype(width)
+    bits = np.unpackbits(packed, count=n * width, bitorder="little").reshape(n, width)
+    wide = np.packbits(bits, axis=1, bitorder="little")
+    if wide.shape[1] < dt.itemsize:
+        wide = np.concatenate([wide, np.zeros((n, dt.itemsize - wide.shape[1]), np.uint8)], 1)
+    return np.ascontiguousarray(wide).view(dt).reshape(n)
+
+
+def _torch_pack(codes: Tensor, width: int) -> Tensor:
+    """The device path of `pack_codes` (the same bytes; little-endian words)."""
+    n, dev = codes.numel(), codes.device
+    nbytes = packed_bytes(n, width)
+    if width > 8:
+        shifts = torch.arange(width, device=dev)
+        bits = (codes.long().unsqueeze(1) >> shifts) & 1
+        return _torch_pack(bits.reshape(-1), 1)
+    if width == 8:
+        return codes.to(torch.uint8, copy=True)
+    g = -(-n // 8)
+    buf = torch.zeros(g * 8, dtype=torch.uint8, device=dev)
+    buf[:n] = codes
+    w = _compact(buf.view(torch.int64), width)
+    return w.view(torch.uint8).reshape(g, 8)[:, :width].reshape(-1)[:nbytes].clone()
+
+
+def _torch_unpack(packed: Tensor, n: int, width: int) -> Tensor:
+    """Codes as uint8 for width <= 8, int64 above."""
+    if packed.numel() != packed_bytes(n, width):
+        raise ValueError(f"{packed.numel()} bytes cannot hold {n} codes of {width} bits")
+    dev = packed.device
+    if width > 8:
+        bits = _torch_unpack(packed, n * width, 1).reshape(n, width).long()
+        return (bits << torch.arange(width, device=dev)).sum(1)
+    if width == 8:
+        return packed.clone()
+    g = -(-n // 8)
+    stream = torch.zeros(g * width, dtype=torch.uint8, device=dev)
+    stream[: packed.numel()] = packed
+    buf = torch.zeros(g, 8, dtype=torch.uint8, device=dev)
+    buf[:, :width] = stream.reshape(g, width)
+    w = _expand(buf.reshape(-1).view(torch.int64), width)
+    return w.view(torch.uint8)[:n]
+
+
+def pack_codes(codes: Tensor, width: int) -> Tensor:
+    """Pack integer codes in [0, 2^width) densely into ⌈n·width/8⌉ bytes (the module
+    docstring's little-endian bit stream, zero padding)."""
+    codes = codes.reshape(-1)
+    if _host(codes):
+        arr = codes.numpy()
+        if codes.dtype != torch.bool:
+            arr = arr.astype(_np_code_dtype(width), copy=False)
+        return torch.from_numpy(_np_pack(arr, width))
+    return _torch_pack(codes, width)
+
+
+def unpack_codes(packed: Tensor, n: int, width: int) -> Tensor:
+    """The inverse of `pack_codes`: n codes as int64."""
+    if _host(packed):
+        return torch.from_numpy(_np_unpack(packed.numpy(), n, width).astype(np.int64))
+    return _torch_unpack(packed, n, width).long()
+
+
+def pack_bits(bits: Tensor) -> Tensor:
+    """8 booleans a byte, element 8j + i in bit i of byte j."""
+    return pack_codes(bits, 1)
+
+
+def unpack_bits(packed: Tensor, n: int) -> Tensor:
+    if _host(packed):
+        return torch.from_numpy(_np_unpack(packed.numpy(), n, 1).view(np.bool_))
+    return _torch_unpack(packed, n, 1).bool()
+
+
+# Byte -> its 8/width codes, for decoding a whole byte by one table lookup.
+_BYTE_CODES = {
+    w: torch.tensor(
+        [[(byte >> (w * j)) & ((1 << w) - 1) for j in range(8 // w)] for byte in range(256)]
+    )
+    for w in (1, 2, 4, 8)
+}
+
+
+def _take(table: Tensor, index: Tensor | np.ndarray) -> Tensor:
+    """table[index] along dim 0 in a new tensor; on the host numpy's `take` on a
+    same-width integer view of the table (bf16 included)."""
+    if isinstance(index, np.ndarray):
+        it = _SAME_WIDTH_INT[table.element_size()]
+        out = np.take(table.view(it).numpy(), index, axis=0)
+        return torch.from_numpy(out).view(table.dtype)
+    return table[index.long()]
+
+
+def _decode(packed: Tensor, n: int, width: int, values: Tensor, dtype: torch.dtype) -> Tensor:
+    """n elements of `dtype`, element i = values[code i]; `values` (float64) holds the
+    2^width code values. Widths dividing 8: one lookup per packed byte."""
+    values = values.to(device=packed.device, dtype=dtype)
+    host = _host(packed)
+    if 8 % width == 0:
+        table = values[_BYTE_CODES[width].to(packed.device)]
+        return _take(table, packed.numpy() if host else packed).reshape(-1)[:n]
+    codes = _np_unpack(packed.numpy(), n, width) if host else _torch_unpack(packed, n, width)
+    return _take(values, codes)
+
+
+# --- compressors ---------------------------------------------------------------------------
+
+
+class _Quantizer(Compressor):
+    family = "quantize"
+
+    def __init__(self) -> None:
+        self._scratch = _Scratch()
+
+    def _tensor(self, name: str, n: int, dtype: torch.dtype) -> Tensor:
+        """A CPU tensor view of scratch (consumed within the call)."""
+        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        return torch.from_numpy(self._scratch.get(name, n, np_dtype))
+
+    def _negative(self, x: Tensor) -> Tensor:
+        """x < 0 as a bool tensor (the sign bit: zero counts as positive); on the host a
+        view of scratch."""
+        if _host(x) and x.dtype in _NP_FLOATS:
+            xn = x.numpy()
+            return torch.from_numpy(np.less(xn, 0, out=self._scratch.get("neg", xn.size, bool)))
+        return x < 0
+
+    def aggregate(self, payloads: list[Payload], key: str, step: int) -> Tensor:
+        """The sum of the workers' reconstructions, accumulated in fp32 (fp64)."""
+        first = payloads[0]
+        out = self.decompress(first, key, step).to(_acc_dtype(first.dtype), copy=True)
+        for p in payloads[1:]:
+            out += self.decompress(p, key, step)
+        return out.to(first.dtype)
+
+    def reset(self) -> None:
+        self._scratch.clear()
+
+
+class _SignVote(_Quantizer):
+    """Signs only; aggregation by majority vote (Bernstein et al. 2018)."""
+
+    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
+        values = torch.tensor([1.0, -1.0], dtype=torch.float64)
+        out = _decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
+        return out.reshape(payload.shape)
+
+    def aggregate(self, payloads: list[Payload], key: str, step: int) -> Tensor:
+        """Majority vote: sign(Σ_m sign(g_m)) = sign(#positive − #negative), 0 on a tie."""
+        first = payloads[0]
+        n = first.numel
+        negatives = torch.zeros(n, dtype=torch.int32, device=first.tensors["signs"].device)
+        for p in payloads:
+            negatives += unpack_bits(p.tensors["signs"], n)
+        vote = torch.sign(len(payloads) - 2 * negatives)
+        return vote.to(first.dtype).reshape(first.shape)
+
+    def wire_bytes(self, numel: int, step: int) -> int:
+        return packed_bytes(numel, 1)
+
+
+@register
+class SignSGD(_SignVote):
+    """signSGD (Bernstein et al. 2018, with their majority vote across workers):
+    one sign bit per element, no scale; the receiver rebuilds ±1."""
+
+    name = "signsgd"
+
+    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        signs = pack_bits(self._negative(_flat(grad)))
+        return Payload({"signs": signs}, grad.shape, grad.dtype)
+
+
+@dataclass
+class _Momentum:
+    step: int
+    prev: Tensor  # m_{t-1}
+    cur: Tensor  # m_t = β m_{t-1} + (1 - β) g_t
+
+
+@register
+class Signum(_SignVote):
+    """Signum (Bernstein et al. 2018): per key the momentum
+    m_t = β·m_{t-1} + (1 − β)·g_t (m_0 = 0) stays on the worker; sign(m_t) is sent, and
+    the workers' signs are combined by majority vote, as for signSGD.
+
+    The state keeps m_{t-1} as well as m_t, so compressing the same key twice in one step
+    gives the same payload (the step is recomputed from m_{t-1}, not applied twice); a
+    different step number advances it. Momentum is kept in fp32 (fp64 for fp64 gradients);
+    a key whose shape, dtype or device changes starts again from m = 0."""
+
+    name = "signum"
+
+    def __init__(self, momentum: float = 0.9):
+        super().__init__()
+        if not 0 <= momentum < 1:
+            raise ConfigError(f"signum: momentum must be in [0, 1), got {momentum}")
+        self.momentum = momentum
+        self._state: dict[str, _Momentum] = {}
+
+    def momentum_of(self, grad: Tensor, key: str, step: int) -> Tensor:
+        """m_step for this key (flat), updating the state."""
+        g = _flat(grad).to(_acc_dtype(grad.dtype))
+        s = self._state.get(key)
+        if s is None or (s.cur.shape, s.cur.dtype, s.cur.device) != (g.shape, g.dtype, g.device):
+            s = self._state[key] = _Momentum(step, torch.zeros_like(g), torch.empty_like(g))
+        elif s.step != step:
+            s.prev, s.cur, s.step = s.cur, s.prev, step
+        # lerp(g, m, β) = g + β (m − g) = β m + (1 − β) g, one pass into the spare buffer
+        return torch.lerp(g, s.prev, self.momentum, out=s.cur)
+
+    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        signs = pack_bits(self._negative(self.momentum_of(grad, key, step)))
+        return Payload({"signs": signs}, grad.shape, grad.dtype)
+
+    def reset(self) -> None:
+        super().reset()
+        self._state.clear()
+
+    def state_numel(self) -> int:
+        return sum(s.prev.numel() + s.cur.numel() for s in self._state.values())
+
+
+@register
+class EFSignSGD(_Quantizer):
+    """EF-SignSGD's compressor (Karimireddy et al. 2019: C(x) = ‖x‖₁/d · sign(x)):
+    sign bits and the fp32 scale ‖x‖₁/d. Error feedback is a separate `Memory`
+    (`create_memory("residual")`); aggregation sums the workers' scaled signs."""
+
+    name = "efsignsgd"
+
+    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        x = _flat(grad)
+        n = x.numel()
+        scale = float(torch.linalg.vector_norm(x, 1, dtype=_acc_dtype(x.dtype))) / n if n else 0.0
+        signs = pack_bits(self._negative(x))
+        return Payload({"signs": signs, "scale": _f32(scale)}, grad.shape, grad.dtype)
+
+    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
+        s = payload.tensors["scale"].double()
+        values = torch.cat([s, -s])  # bit 0: +scale, bit 1: −scale
+        out = _decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
+        return out.reshape(payload.shape)
+
+    def wire_bytes(self, numel: int, step: int) -> int:
+        return packed_bytes(numel, 1) + 4
+
+
+@register
+class OneBit(_Quantizer):
+    """1-bit SGD's quantizer (Seide et al. 2014): one bit per element, its sign, plus
+    the two reconstruction values — the mean of the elements quantized to each bit (here
+    x ≥ 0 and x < 0; a bin with no elements has mean 0). Seide et al. keep the means per
+    matrix column; gcbench sees flat tensors of any rank, so one pair per tensor. Their
+    error feedback is the separate `residual` memory."""
+
+    name = "onebit"
+
+    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        x = _flat(grad).to(_acc_dtype(grad.dtype))
+        n = x.numel()
+        neg = self._negative(x)
+        means = [0.0, 0.0]
+        if n:
+            n_neg = int(np.count_nonzero(neg.numpy())) if _host(x) else int(neg.sum())
+            tmp = self._tensor("f", n, x.dtype) if _host(x) else None
+            # Σ max(x, 0) and Σ min(x, 0), each on its own: no cancellation between them.
+            pos_sum = float(torch.clamp(x, min=0, out=tmp).sum())
+            neg_sum = float(torch.clamp(x, max=0, out=tmp).sum())
+            means = [pos_sum / max(n - n_neg, 1), neg_sum / max(n_neg, 1)]
+        signs = pack_bits(neg)
+        means_t = torch.tensor(means, dtype=torch.float32)
+        return Payload({"signs": signs, "means": means_t}, grad.shape, grad.dtype)
+
+    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
+        values = payload.tensors["means"].double()  # bit 0 (x ≥ 0), bit 1 (x < 0)
+        out = _decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
+        return out.reshape(payload.shape)
+
+    def wire_bytes(self, numel: int, step: int) -> int:
+        return packed_bytes(numel, 1) + 8
+
+
+class _Stochastic(_Quantizer):
+    """Stochastic rounding to integer levels: code = clamp(⌊x·ratio + u⌋, −s, s) + s with
+    u ~ U[0, 1). For y = x·ratio ≥ 0 that is ⌊y⌋ + 1 with probability y − ⌊y⌋, for y < 0
+    −(⌊|y|⌋ + 1) with probability |y| − ⌊|y|⌋: exactly the rounding of TernGrad (s = 1)
+    and QSGD, E[code − s] = y."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.seed = seed
+
+    def _uniform(self, n: int, x: Tensor, key: str, step: int) -> Tensor:
+        """n float32 uniforms in [0, 1) from the stable seed (name, seed, key, step); on the
+        host a view of scratch."""
+        parts = (self.name, self.seed, key, step)
+        if _host(x):
+            out = self._scratch.get("u", n, np.float32)
+            rng = np.random.Generator(np.random.PCG64(stable_seed(*parts)))
+            rng.random(dtype=np.float32, out=out)
+            return torch.from_numpy(out)
+        return torch.rand(n, generator=generator(*parts, device=x.device), device=x.device)
+
+    def rounded(self, x: Tensor, u: Tensor, ratio: float, s: int, width: int) -> Tensor:
+        """The codes clamp(⌊x·ratio + u⌋, −s, s) + s of flat x (uint8 up to 8 bits, else
+        int64), computed as clamp(x·ratio + u + s, 0, 2s) cast to an integer: the cast
+        truncates, which is ⌊·⌋ on [0, 2s]. (torch's CPU kernels run this arithmetic
+        faster than numpy's here; numpy wins on comparisons and bit packing.)"""
+        host = _host(x)
+        tmp = self._tensor("f", x.numel(), x.dtype) if host else None
+        y = torch.mul(x, ratio, out=tmp).add_(u).add_(s).clamp_(0, 2 * s)
+        if width > 8:
+            return y.long()
+        out = self._tensor("codes", x.numel(), torch.uint8) if host else None
+        return y.to(torch.uint8) if out is None else out.copy_(y)
+
+    def _pack(self, codes: Tensor, width: int) -> Tensor:
+        if _host(codes):
+            return torch.from_numpy(_np_pack(codes.numpy(), width, self._scratch))
+        return _torch_pack(codes, width)
+
+
+@register
+class TernGrad(_Stochastic):
+    """TernGrad (Wen et al. 2017): s_t = max|x|, b_i ~ Bernoulli(|x_i| / s_t), the
+    receiver rebuilds s_t·sign(x_i)·b_i, an unbiased estimate of x. Sent as the 2-bit code
+    1 + sign(x_i)·b_i ∈ {0, 1, 2} (4 a byte) plus s_t in fp32. Per-tensor scaling (their
+    layer-wise ternarizing); the paper's optional gradient clipping is not applied."""
+
+    name = "terngrad"
+
+    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        x = _flat(grad).to(_acc_dtype(grad.dtype))
+        n = x.numel()
+        scale = 0.0
+        if n:
+            lo, hi = torch.aminmax(x)
+            scale = float(np.float32(max(float(hi), -float(lo))))
+        u = self._uniform(n, x, key, step)
+        codes = self.rounded(x, u, 1 / scale if scale > 0 else 0.0, 1, 2)
+        payload = {"codes": self._pack(codes, 2), "scale": _f32(scale)}
+        return Payload(payload, grad.shape, grad.dtype)
+
+    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
+        s = float(payload.tensors["scale"])
+        values = torch.tensor([-s, 0.0, s, 0.0], dtype=torch.float64)  # code 3 is never sent
+        out = _decode(payload.tensors["codes"], payload.numel, 2, values, payload.dtype)
+        return out.reshape(payload.shape)
+
+    def wire_bytes(self, numel: int, step: int) -> int:
+        return packed_bytes(numel, 2) + 4
+
+
+@register
+class QSGD(_Stochastic):
+    """QSGD (Alistarh et al. 2017): Q_s(x_i) = ‖x‖₂ · sign(x_i) · ξ_i(x, s) / s, with
+    ξ_i = l + 1 with probability |x_i|/‖x‖₂·s − l and l otherwise (l = ⌊|x_i|/‖x‖₂·s⌋),
+    an unbiased estimate of x. Sent as the code s + sign(x_i)·ξ_i ∈ [0, 2s] in
+    b = ⌈log₂(2s+1)⌉ bits, densely packed, plus ‖x‖₂ in fp32. The whole tensor is one
+    bucket and codes have a fixed width (the paper's Elias coding of the levels is a
+    data-dependent refinement gcbench does not model).
+
+    Work is in fp32 for s <= 256 (x·s/‖x‖ + u + s then keeps >= 14 fractional bits, so the
+    rounding probabilities are exact to 2^-15 of a level), fp64 above and for fp64
+    gradients."""
+
+    name = "qsgd"
+
+    def __init__(self, levels: int = 16, seed: int = 0):
+        super().__init__(seed)
+        if not 1 <= levels <= MAX_QSGD_LEVELS:
+            raise ConfigError(f"qsgd: levels must be in [1, {MAX_QSGD_LEVELS}], got {levels}")
+        self.levels = levels
+        self.width = code_width(levels)
+
+    def _work(self, dtype: torch.dtype) -> torch.dtype:
+        return torch.float32 if dtype != torch.float64 and self.levels <= 256 else torch.float64
+
+    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        x = _flat(grad).to(self._work(grad.dtype))
+        n = x.numel()
+        norm = float(np.float32(torch.linalg.vector_norm(x, 2))) if n else 0.0
+        u = self._uniform(n, x, key, step)
+        s = self.levels
+        codes = self.rounded(x, u, s / norm if norm > 0 else 0.0, s, self.width)
+        payload = {"codes": self._pack(codes, self.width), "norm": _f32(norm)}
+        return Payload(payload, grad.shape, grad.dtype)
+
+    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
+        s, w = self.levels, self.width
+        norm = float(payload.tensors["norm"])
+        packed, n, dtype = payload.tensors["codes"], payload.numel, payload.dtype
+        if 8 % w == 0:  # 2, 4 or 8 bits: one table lookup per byte
+            values = (torch.arange(2**w, dtype=torch.float64) - s) * (norm / s)
+            return _decode(packed, n, w, values, dtype).reshape(payload.shape)
+        work = self._work(dtype)
+        if _host(packed):
+            codes = _np_unpack(packed.numpy(), n, w, self._scratch)
+            if codes.dtype != np.uint8:
+                codes = codes.astype(np.int64)
+            out = torch.empty(n, dtype=work).copy_(torch.from_numpy(codes))
+            out.sub_(s).mul_(norm / s)  # code − s is exact (an integer below 2^24)
+        else:
+            out = (_torch_unpack(packed, n, w).to(work) - s) * (norm / s)
+        return out.to(dtype).reshape(payload.shape)
+
+    def wire_bytes(self, numel: int, step: int) -> int:
+        return packed_bytes(numel, self.width) + 4
