@@ -526,9 +526,12 @@ def _iteration_bar(name: str) -> Iterator[Any]:
 def compressors(
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List compressor kinds with their parameters, and the named presets."""
+    """List compressor kinds with their parameters and properties (family, additive,
+    splittable, rounds, data-dependent wire size), and the named presets."""
+    from gcbench.compress.registry import REGISTRY, names
     from gcbench.config.compressors import KINDS, PRESETS
 
+    names()  # load every family
     kinds = {
         k: {
             n: (None if f.is_required() else f.default)
@@ -537,13 +540,29 @@ def compressors(
         }
         for k, t in KINDS.items()
     }
+    props: dict[str, dict[str, Any]] = {
+        k: {
+            "family": REGISTRY[k].family,
+            "additive": REGISTRY[k].additive,
+            "splittable": REGISTRY[k].splittable,
+            "rounds": REGISTRY[k].rounds,
+            "data_dependent": REGISTRY[k].data_dependent,
+        }
+        for k in KINDS
+    }
     presets = {name: spec.model_dump() for name, spec in PRESETS.items()}
     if json_out:
-        typer.echo(json.dumps({"kinds": kinds, "presets": presets}, indent=2))
+        out = {"kinds": kinds, "properties": props, "presets": presets}
+        typer.echo(json.dumps(out, indent=2))
         return
     typer.echo("kinds (parameters and defaults; on the command line: kind:param=value):")
     for k, params in kinds.items():
-        typer.echo(f"  {k:<10} " + ", ".join(f"{n}={v}" for n, v in params.items()))
+        p = props[k]
+        flags: list[str] = [p["family"]] + [f for f in ("additive", "splittable") if p[f]]
+        flags += [f"{p['rounds']} rounds"] if p["rounds"] > 1 else []
+        flags += ["data-dependent size"] if p["data_dependent"] else []
+        args = ", ".join(f"{n}={v}" for n, v in params.items())
+        typer.echo(f"  {k:<10} {args:<50} [{', '.join(flags)}]")
     typer.echo("presets:")
     for name, spec in presets.items():
         typer.echo(f"  {name:<14} {spec}")

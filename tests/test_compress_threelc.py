@@ -12,7 +12,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gcbench.compress import registry
 from gcbench.compress.registry import create
 from gcbench.compress.threelc import (
     ThreeLC,
@@ -303,10 +302,7 @@ def test_non_finite_input_stays_non_finite():
         assert not torch.isfinite(y).any()
 
 
-def test_create_validates_sparsity(monkeypatch):
-    # Load only this family: `create` imports every family module, and this test is
-    # about threelc's spec, not the others.
-    monkeypatch.setattr(registry, "FAMILY_MODULES", ("threelc",))
+def test_create_validates_sparsity():
     c = create("threelc", sparsity=1.75)
     assert isinstance(c, ThreeLC) and c.sparsity == 1.75
     assert create("threelc").sparsity == 1.0

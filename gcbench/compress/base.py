@@ -13,7 +13,8 @@ Properties every compressor declares, read by the simulator and planner without 
 - `rounds`: communication rounds per step (PowerSGD: P, then Q from the summed P);
 - `data_dependent`: wire bytes depend on the values (3LC zero runs, DGC, threshold);
 - `family`: cast | sparsify | quantize | threelc | lowrank | covap;
-- `wire_bytes(numel, step)`: the expected bytes of one payload (exact where data-independent).
+- `wire_bytes(numel, step)`: the bytes of one step, all rounds (exact where data-independent);
+  `payload_bytes(shape, key, step)`: the exact bytes of the last round's payload.
 """
 
 from __future__ import annotations
@@ -69,13 +70,14 @@ class Compressor(ABC):
 
     @abstractmethod
     def wire_bytes(self, numel: int, step: int) -> int:
-        """Bytes of one payload for a tensor of `numel` elements (the last round's, and
-        for data-dependent compressors the expected value), without touching data."""
+        """Bytes one worker sends for a tensor of `numel` elements in one step, all rounds
+        together (the expected value for data-dependent compressors), without touching
+        data. Low-rank compressors need the shape: see their `wire_bytes_for_shape`."""
 
     def payload_bytes(self, shape: tuple[int, ...], key: str, step: int) -> int:
-        """Exact bytes of this key's payload at `step` for a data-independent compressor
-        (the default: `wire_bytes(numel, step)`; compressors whose bytes depend on the
-        shape or on the key, such as low-rank or COVAP, override it)."""
+        """Exact bytes of this key's last-round payload at `step` for a data-independent
+        compressor (the default: `wire_bytes(numel, step)`; compressors whose bytes depend
+        on the shape, the key or the round, such as low-rank or COVAP, override it)."""
         n = 1
         for s in shape:
             n *= s
