@@ -151,7 +151,7 @@ class Cluster(_Frozen):
 
 
 # Strategies the simulate backend runs today; the planner and baseline issues add more.
-Strategy = Literal["fp32", "fp16"]
+Strategy = Literal["fp32", "fp16", "allgather", "allgather-2level"]
 # Strategies that use no compressor run once, with compressor `none` (DESIGN §4).
 COMPRESSOR_FREE_STRATEGIES = frozenset({"fp32", "fp16"})
 

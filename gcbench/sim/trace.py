@@ -44,11 +44,17 @@ def _length(intervals: list[tuple[float, float]]) -> float:
 
 
 def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    """Length of the union `a` not covered by the union `b`."""
+    """Length of the union `a` not covered by the union `b` (both sorted and disjoint):
+    one merge pass, O(len(a) + len(b))."""
     covered = 0.0
+    j = 0
     for s, e in a:
-        for bs, be in b:
-            covered += max(0.0, min(e, be) - max(s, bs))
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            covered += min(e, b[k][1]) - max(s, b[k][0])
+            k += 1
     return _length(a) - covered
 
 

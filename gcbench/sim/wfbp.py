@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gcbench.comm import Link, ring_allreduce_s, ring_allreduce_wire_bytes
+from gcbench.comm import Link
 from gcbench.config.models import Cell
-from gcbench.sim.trace import Span, breakdown
+from gcbench.sim.iteration import STRATEGIES, Costs, Plan, ddp_buckets, fuse, simulate
+from gcbench.sim.trace import Span
 from gcbench.zoo.devices import DEVICES
 from gcbench.zoo.profile import ModelProfile, model_profile
 
@@ -54,25 +55,7 @@ def ring_link(cell: Cell) -> Link:
     )
 
 
-FIRST_BUCKET_BYTES = 1 * 2**20  # PyTorch DDP: the first bucket is small, so that
-BUCKET_BYTES = 25 * 2**20  # communication starts early; later buckets are 25 MiB
-
-
-def ddp_buckets(sizes: list[int]) -> list[list[int]]:
-    """Tensor indices (gradient order) fused into buckets as PyTorch DDP does: a bucket
-    takes tensors until it holds at least its cap (1 MiB for the first, 25 MiB after)."""
-    buckets: list[list[int]] = []
-    current: list[int] = []
-    filled = 0
-    for i, size in enumerate(sizes):
-        current.append(i)
-        filled += size
-        if filled >= (FIRST_BUCKET_BYTES if not buckets else BUCKET_BYTES):
-            buckets.append(current)
-            current, filled = [], 0
-    if current:
-        buckets.append(current)
-    return buckets
+__all__ = ["SimResult", "cast_s", "cell_profile", "ddp_buckets", "ring_link", "simulate_cell"]
 
 
 def cast_s(numel: int, cell: Cell) -> float:
@@ -95,63 +78,44 @@ def cell_profile(cell: Cell) -> ModelProfile:
     return model_profile(m.name, m.batch_size, cell.device, m.seq_len)
 
 
+def costs_for(cell: Cell) -> Costs:
+    """The cell's links and, for compressing strategies, its compressor's GPU costs (the
+    device's roofline table, `gcbench.compress.costs.gpu_table`) and payload size."""
+    n = cell.network
+    intra = Link(n.intra_gbs * 1e9, n.intra_latency_us * 1e-6, n.intra_efficiency)  # type: ignore[operator]
+    inter = Link(
+        n.inter_gbps * n.nics_per_machine * 1e9 / 8, n.inter_latency_us * 1e-6, n.inter_efficiency
+    )
+    kw: dict[str, Any] = {"cast_s": lambda numel: cast_s(numel, cell)}
+    if cell.strategy in ("allgather", "allgather-2level"):
+        from gcbench.compress import create
+        from gcbench.compress.costs import gpu_table
+
+        table = gpu_table(cell.device)
+        kind = cell.compressor.kind
+        compressor = create(kind, **cell.compressor.params())
+        comp, dec = table.compress[kind], table.decompress[kind]
+        kw.update(
+            compress_s=lambda numel: comp.seconds(4 * numel),
+            decompress_s=lambda numel: dec.seconds(4 * numel),
+            payload_bytes=lambda numel: compressor.wire_bytes(numel, 0),
+        )
+    return Costs(
+        cell.cluster.machines,
+        cell.cluster.gpus_per_machine,
+        intra,
+        inter,
+        rings=max(1, n.nics_per_machine),
+        **kw,
+    )
+
+
 def simulate_cell(cell: Cell) -> SimResult:
     """Simulate one iteration of `cell`; returns its metrics and the spans of worker 0."""
     profile = cell_profile(cell)
-    gpus = cell.cluster.gpus
-    link = ring_link(cell)
-    compress = cell.strategy == "fp16" and gpus > 1
-    elem_bytes = BYTES_PER_ELEMENT[cell.strategy]
-    stream = "intra" if cell.cluster.machines == 1 else "inter_tx"
-
-    spans: list[Span] = [Span(0, "compute", "forward", "forward", 0.0, profile.forward_s)]
-    gpu_free = profile.forward_s
-    comm_free = 0.0
-    comm_end: list[float] = []  # per tensor: when its bucket's allreduce ends
-    wire = 0.0
-    buckets = ddp_buckets([t.numel * 4 for t in profile.tensors])
-    for b, bucket in enumerate(buckets):
-        for i in bucket:
-            t = profile.tensors[i]
-            spans.append(Span(0, "compute", t.name, "backward", gpu_free, t.backward_s))
-            gpu_free += t.backward_s
-            if compress:
-                dur = cast_s(t.numel, cell)
-                spans.append(Span(0, "compute", t.name, "compress", gpu_free, dur))
-                gpu_free += dur
-        if gpus == 1:
-            continue
-        nbytes = sum(profile.tensors[i].numel for i in bucket) * elem_bytes
-        start = max(gpu_free, comm_free)  # a bucket goes when its last gradient is ready
-        dur = ring_allreduce_s(nbytes, gpus, link)
-        spans.append(Span(0, stream, f"bucket {b}", "comm", start, dur, nbytes))
-        comm_free = start + dur
-        comm_end += [comm_free] * len(bucket)
-        wire += ring_allreduce_wire_bytes(nbytes, gpus)
-    ready = gpu_free
-    if compress:
-        for t, end in zip(profile.tensors, comm_end, strict=True):
-            start = max(ready, end)
-            dur = cast_s(t.numel, cell)
-            spans.append(Span(0, "compute", t.name, "decompress", start, dur))
-            ready = start + dur
-    else:
-        ready = max([ready, *comm_end])
-    spans.append(Span(0, "compute", "update", "update", ready, profile.update_s))
-    iteration_s = ready + profile.update_s
-
-    metrics: dict[str, Any] = breakdown(spans, iteration_s)
-    samples = profile.samples_per_iteration
-    throughput = gpus * samples / iteration_s
-    metrics.update(
-        iteration_s=iteration_s,
-        throughput=throughput,
-        scaling_factor=throughput / (gpus * samples / profile.compute_s),
-        wire_bytes=int(round(wire)),
-        planner_s=0.0,
-        sample_unit=profile.sample_unit,
-        tensors=len(profile.tensors),
-        buckets=len(buckets) if gpus > 1 else 0,
-        model_mib=profile.numel * 4 / 2**20,
-    )
-    return SimResult(metrics, spans)
+    buckets = fuse(profile, "ddp")
+    option = STRATEGIES[cell.strategy]
+    result = simulate(profile, costs_for(cell), Plan(buckets, [option] * len(buckets)))
+    metrics = dict(result.metrics)
+    metrics["planner_s"] = 0.0
+    return SimResult(metrics, result.spans())

@@ -1,0 +1,286 @@
+"""The iteration model: one data-parallel training iteration as jobs on streams.
+
+Worker 0's timeline (all workers are symmetric): the forward pass, then backward tensors
+in gradient order on the `compute` stream; gradients fused into buckets (PyTorch DDP by
+default); each bucket's *compression option* executed as its phases — GPU
+(de)compression on `compute` (it delays later backward work), communication on its
+link's stream (`intra`, `inter_tx`, `ring:<i>` for the i-th parallel inter-machine ring)
+— and the optimizer update once every aggregated gradient is in. Streams serve their jobs
+in the fixed order they are added (bucket index, then phase), never in arrival order
+(`gcbench.sim.engine`).
+
+An `Option` is the small data type the ByteComp planner enumerates (bytecomp.txt §4):
+compress or not, on the GPU (CPU offload arrives with the planner), flat or two-level
+(hierarchical: reduce-scatter inside the machine, the inter-machine collective on 1/G of
+the data, allgather inside), and the collective (allreduce for dense or additive data,
+allgather for the rest). Named strategies build a plan for every bucket:
+
+- `fp32`: dense ring allreduce over every GPU (flat);
+- `fp16`: cast on the GPU after backward, fp16 allreduce, cast back at the end;
+- `allgather`: the cell's compressor on every bucket, flat allgather of the payloads, then
+  n−1 decompressions and the sum on the GPU (ByteComp Table 2's one-level option);
+- `allgather-2level`: intra reduce-scatter, compress 1/G, inter-machine allgather over
+  the M machines, M−1 decompressions, intra allgather (ByteComp's two-level option).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gcbench.comm import Link
+from gcbench.sim.engine import Job, Timeline
+from gcbench.sim.trace import Span, breakdown
+from gcbench.zoo.profile import ModelProfile
+
+FIRST_BUCKET_BYTES = 1 * 2**20  # PyTorch DDP: a small first bucket so communication
+BUCKET_BYTES = 25 * 2**20  # starts early, then 25 MiB buckets
+
+
+@dataclass(frozen=True)
+class Option:
+    compress: bool = False
+    where: Literal["gpu", "cpu"] = "gpu"
+    hierarchy: Literal["flat", "two-level"] = "flat"
+    collective: Literal["allreduce", "allgather"] = "allreduce"
+    cast: bool = False  # fp16: a cast instead of a compressor (additive, allreduced)
+
+
+FP32 = Option()
+FP16 = Option(compress=True, cast=True)
+ALLGATHER = Option(compress=True, collective="allgather")
+ALLGATHER_2LEVEL = Option(compress=True, collective="allgather", hierarchy="two-level")
+STRATEGIES: dict[str, Option] = {
+    "fp32": FP32,
+    "fp16": FP16,
+    "allgather": ALLGATHER,
+    "allgather-2level": ALLGATHER_2LEVEL,
+}
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Everything the timeline needs besides the profile, as plain numbers/functions."""
+
+    machines: int
+    gpus_per_machine: int
+    intra: Link
+    inter: Link  # one machine's NICs towards the network
+    rings: int = 1  # parallel inter-machine rings sharing the NICs (two-level option)
+    cast_s: Any = None  # numel -> seconds for an fp32 <-> fp16 cast (one way)
+    compress_s: Any = None  # numel -> seconds to compress on the GPU
+    decompress_s: Any = None  # numel -> seconds to decompress one payload on the GPU
+    payload_bytes: Any = None  # numel -> bytes of one compressed payload
+
+    @property
+    def gpus(self) -> int:
+        return self.machines * self.gpus_per_machine
+
+    def flat_link(self) -> Link:
+        """A ring over every GPU moves at the slower of NVLink/PCIe and the NIC."""
+        if self.machines == 1:
+            return self.intra
+        if self.inter.effective_Bps <= self.intra.effective_Bps:
+            return Link(
+                self.inter.bandwidth_Bps,
+                max(self.inter.latency_s, self.intra.latency_s),
+                self.inter.efficiency,
+            )
+        return Link(
+            self.intra.bandwidth_Bps,
+            max(self.intra.latency_s, self.inter.latency_s),
+            self.intra.efficiency,
+        )
+
+
+# Collective costs (DESIGN §7; n ranks, S bytes, per-step latency alpha, eta*B).
+def allreduce_s(nbytes: float, n: int, link: Link) -> float:
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / link.effective_Bps
+
+
+def reduce_scatter_s(nbytes: float, n: int, link: Link) -> float:
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return (n - 1) * link.latency_s + (n - 1) / n * nbytes / link.effective_Bps
+
+
+allgather_dense_s = reduce_scatter_s
+
+
+def allgather_payload_s(payload: float, n: int, link: Link) -> float:
+    """Allgather of m bytes per rank: every rank receives (n−1)·m."""
+    if n <= 1:
+        return 0.0
+    return (n - 1) * link.latency_s + (n - 1) * payload / link.effective_Bps
+
+
+@dataclass
+class Plan:
+    """Buckets (tensor indices in gradient order) and each bucket's option."""
+
+    buckets: list[list[int]]
+    options: list[Option]
+
+
+def ddp_buckets(sizes: list[int]) -> list[list[int]]:
+    """Tensor indices (gradient order) fused as PyTorch DDP does: a bucket takes tensors
+    until it holds at least its cap (1 MiB for the first, 25 MiB after)."""
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    filled = 0
+    for i, size in enumerate(sizes):
+        current.append(i)
+        filled += size
+        if filled >= (FIRST_BUCKET_BYTES if not buckets else BUCKET_BYTES):
+            buckets.append(current)
+            current, filled = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def fuse(profile: ModelProfile, policy: str = "ddp") -> list[list[int]]:
+    """Fusion policies: `ddp`, `tensor` (one bucket per tensor), `fixed:<bytes>`."""
+    sizes = [t.numel * 4 for t in profile.tensors]
+    if policy == "ddp":
+        return ddp_buckets(sizes)
+    if policy == "tensor":
+        return [[i] for i in range(len(sizes))]
+    if policy.startswith("fixed:"):
+        cap = int(policy.split(":", 1)[1])
+        out: list[list[int]] = [[]]
+        filled = 0
+        for i, s in enumerate(sizes):
+            if out[-1] and filled + s > cap:
+                out.append([])
+                filled = 0
+            out[-1].append(i)
+            filled += s
+        return [b for b in out if b]
+    raise ValueError(f"unknown fusion policy {policy!r}; valid: ddp, tensor, fixed:<bytes>")
+
+
+@dataclass
+class Result:
+    iteration_s: float
+    metrics: dict[str, Any]
+    jobs: list[Job] = field(default_factory=list)
+
+    def spans(self, worker: int = 0) -> list[Span]:
+        return [
+            Span(worker, j.stream, j.name, j.kind, j.start_s, j.dur_s, j.bytes) for j in self.jobs
+        ]
+
+
+def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = True) -> Result:
+    """Build and time one iteration; metrics follow DESIGN §5."""
+    tl = Timeline()
+    numel = [t.numel for t in profile.tensors]
+    tl.add("compute", "forward", "forward", profile.forward_s)
+    n, m, g = costs.gpus, costs.machines, costs.gpus_per_machine
+    flat = costs.flat_link()
+    finals: list[Job] = []
+    later: list[tuple[str, float, Job, int]] = []  # (name, seconds, dependency, bytes)
+    wire = 0.0
+    for b, (bucket, opt) in enumerate(zip(plan.buckets, plan.options, strict=True)):
+        last: Job = finals[-1] if finals else tl.order["compute"][0]
+        for i in bucket:
+            last = tl.add(
+                "compute", profile.tensors[i].name, "backward", profile.tensors[i].backward_s
+            )
+        elements = sum(numel[i] for i in bucket)
+        dense = 4 * elements
+        name = f"bucket {b}"
+        if n == 1:
+            continue
+        if not opt.compress:
+            if opt.hierarchy == "two-level" and m > 1:
+                rs = tl.add(
+                    "intra", name, "comm", reduce_scatter_s(dense, g, costs.intra), (last,), dense
+                )
+                ring = f"ring:{b % costs.rings}"
+                inter = _ring_link(costs)
+                ar = tl.add(ring, name, "comm", allreduce_s(dense / g, m, inter), (rs,), dense // g)
+                finals.append(
+                    tl.add(
+                        "intra",
+                        name,
+                        "comm",
+                        allgather_dense_s(dense, g, costs.intra),
+                        (ar,),
+                        dense,
+                    )
+                )
+                wire += 2 * (g - 1) / g * dense + 2 * (m - 1) / m * dense / g
+            else:
+                stream = "intra" if m == 1 else "inter_tx"
+                finals.append(
+                    tl.add(stream, name, "comm", allreduce_s(dense, n, flat), (last,), dense)
+                )
+                wire += 2 * (n - 1) / n * dense
+        elif opt.cast:
+            half = 2 * elements
+            c = tl.add("compute", name, "compress", costs.cast_s(elements), (last,))
+            stream = "intra" if m == 1 else "inter_tx"
+            comm = tl.add(stream, name, "comm", allreduce_s(half, n, flat), (c,), half)
+            wire += 2 * (n - 1) / n * half
+            later.append((name, costs.cast_s(elements), comm, 0))
+        elif opt.hierarchy == "two-level" and m > 1:
+            part = elements // g or elements
+            rs = tl.add(
+                "intra", name, "comm", reduce_scatter_s(dense, g, costs.intra), (last,), dense
+            )
+            c = tl.add("compute", name, "compress", costs.compress_s(part), (rs,))
+            payload = costs.payload_bytes(part)
+            ring = f"ring:{b % costs.rings}"
+            ag = tl.add(
+                ring,
+                name,
+                "comm",
+                allgather_payload_s(payload, m, _ring_link(costs)),
+                (c,),
+                payload,
+            )
+            dec = tl.add("compute", name, "decompress", (m - 1) * costs.decompress_s(part), (ag,))
+            finals.append(
+                tl.add(
+                    "intra", name, "comm", allgather_dense_s(dense, g, costs.intra), (dec,), dense
+                )
+            )
+            wire += (g - 1) / g * dense * 2 + (m - 1) * payload
+        else:
+            c = tl.add("compute", name, "compress", costs.compress_s(elements), (last,))
+            payload = costs.payload_bytes(elements)
+            stream = "intra" if m == 1 else "inter_tx"
+            ag = tl.add(stream, name, "comm", allgather_payload_s(payload, n, flat), (c,), payload)
+            wire += (n - 1) * payload
+            later.append((name, (n - 1) * costs.decompress_s(elements), ag, 0))
+    for name, seconds, dep, _ in later:  # after backward, in bucket order
+        finals.append(tl.add("compute", name, "decompress", seconds, (dep,)))
+    tl.add("compute", "update", "update", profile.update_s, tuple(finals))
+    iteration_s = tl.run()
+    result = Result(iteration_s, {}, tl.jobs if keep_jobs else [])
+    metrics: dict[str, Any] = breakdown(tl.jobs, iteration_s)  # type: ignore[arg-type]
+    samples = profile.samples_per_iteration
+    throughput = n * samples / iteration_s if iteration_s > 0 else 0.0
+    metrics.update(
+        iteration_s=iteration_s,
+        throughput=throughput,
+        scaling_factor=throughput / (n * samples / profile.compute_s) if n else 1.0,
+        wire_bytes=int(round(wire)),
+        sample_unit=profile.sample_unit,
+        tensors=len(profile.tensors),
+        buckets=len(plan.buckets) if n > 1 else 0,
+        model_mib=sum(numel) * 4 / 2**20,
+    )
+    result.metrics = metrics
+    return result
+
+
+def _ring_link(costs: Costs) -> Link:
+    """One of the `rings` parallel inter-machine rings: the machine's NIC bandwidth is
+    shared by the rings running at once (each gets 1/rings of it)."""
+    inter = costs.inter
+    return Link(inter.bandwidth_Bps / costs.rings, inter.latency_s, inter.efficiency)
