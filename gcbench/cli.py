@@ -410,6 +410,97 @@ def profile(
     typer.echo(f"\nprofile: {target}")
 
 
+@app.command()
+def simulate(
+    model: Annotated[str, typer.Option("--model", help="A zoo model (gcbench models).")],
+    inter_gbps: Annotated[
+        float, typer.Option("--inter-gbps", help="Gbit/s per machine between machines.")
+    ],
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="fp32, fp16, allgather or allgather-2level.")
+    ] = "fp32",
+    compressor: Annotated[
+        str,
+        typer.Option("--compressor", help="Preset or kind:param=value (allgather strategies)."),
+    ] = "none",
+    machines: Annotated[int, typer.Option("--machines", help="Machines.")] = 1,
+    gpus_per_machine: Annotated[
+        int, typer.Option("--gpus-per-machine", help="GPUs per machine.")
+    ] = 8,
+    intra: Annotated[str, typer.Option("--intra", help="nvlink or pcie.")] = "nvlink",
+    batch: Annotated[int | None, typer.Option("--batch", help="Per-GPU batch.")] = None,
+    device: Annotated[str, typer.Option("--device", help="Device-table entry.")] = "v100",
+    trace: Annotated[
+        Path | None, typer.Option("--trace", help="Write a Chrome trace (Trace Event Format).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Simulate one training iteration of a single cell and print its metrics: iteration
+    time, throughput, scaling factor and the compute / compression / communication
+    breakdown. --trace writes the timeline for chrome://tracing or Perfetto."""
+    with _errors():
+        from pydantic import ValidationError
+
+        from gcbench.config.models import Cell
+
+        spec: dict[str, Any] = {"name": model}
+        if batch is not None:
+            spec["batch_size"] = batch
+        try:
+            cell = Cell.model_validate(
+                {
+                    "model": spec,
+                    "compressor": compressor,
+                    "strategy": strategy,
+                    "device": device,
+                    "network": {"intra": intra, "inter_gbps": inter_gbps},
+                    "cluster": {"machines": machines, "gpus_per_machine": gpus_per_machine},
+                }
+            )
+        except ValidationError as e:
+            flags = {"model": "--model", "compressor": "--compressor", "strategy": "--strategy"}
+            lines = []
+            for err in e.errors():
+                loc = [str(x) for x in err["loc"]]
+                flag = flags.get(loc[0]) or "--" + loc[-1].replace("_", "-")
+                lines.append(f"{flag}: {err['msg'].removeprefix('Value error, ')}")
+            raise ConfigError(lines) from None
+        from gcbench.sim.chrome import chrome_trace
+        from gcbench.sim.wfbp import simulate_cell
+
+        result = simulate_cell(cell)
+        if trace is not None:
+            from gcbench.results.store import atomic_write
+
+            data = chrome_trace(result.spans, cell.cluster.gpus_per_machine)
+            atomic_write(trace, json.dumps(data).encode())
+    m = result.metrics
+    if json_out:
+        typer.echo(json.dumps({"cell": cell.flat(), "metrics": m}, indent=1, default=str))
+        return
+    unit = m["sample_unit"]
+    typer.echo(
+        f"{model} · {strategy} · {cell.compressor.label()} · {machines}x{gpus_per_machine} "
+        f"{intra} · {inter_gbps:g} Gbps · {device}"
+    )
+    typer.echo(
+        f"iteration {m['iteration_s'] * 1e3:.2f} ms · {m['throughput']:,.0f} {unit}/s · "
+        f"scaling factor {m['scaling_factor']:.3f}"
+    )
+    typer.echo(
+        f"compute {m['compute_s'] * 1e3:.2f} ms · exposed compression "
+        f"{m['compress_exposed_s'] * 1e3:.2f} ms · exposed communication "
+        f"{m['comm_exposed_s'] * 1e3:.2f} ms"
+    )
+    typer.echo(
+        f"communication total {m['comm_total_s'] * 1e3:.2f} ms · compression total "
+        f"{m['compress_total_s'] * 1e3:.2f} ms · {m['wire_bytes'] / 2**20:,.1f} MiB sent per "
+        f"GPU · {m['buckets']} buckets"
+    )
+    if trace is not None:
+        typer.echo(f"trace: {trace}")
+
+
 bench_app = typer.Typer(
     help="Measure gcbench's building blocks on this host.", no_args_is_help=True
 )

@@ -266,6 +266,11 @@ def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = 
     samples = profile.samples_per_iteration
     throughput = n * samples / iteration_s if iteration_s > 0 else 0.0
     metrics.update(
+        inter_comm_s=sum(
+            j.dur_s
+            for j in tl.jobs
+            if j.kind == "comm" and (j.stream == "inter_tx" or j.stream.startswith("ring:"))
+        ),
         iteration_s=iteration_s,
         throughput=throughput,
         scaling_factor=throughput / (n * samples / profile.compute_s) if n else 1.0,
