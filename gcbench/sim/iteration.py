@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gcbench.comm import Link
-from gcbench.sim.engine import Job, Timeline
+from gcbench.sim.engine import Job, Timeline, no_gc
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.profile import ModelProfile
 
@@ -176,6 +176,11 @@ class Result:
 
 def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = True) -> Result:
     """Build and time one iteration; metrics follow DESIGN §5."""
+    with no_gc():
+        return _simulate(profile, costs, plan, keep_jobs)
+
+
+def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) -> Result:
     tl = Timeline()
     numel = [t.numel for t in profile.tensors]
     tl.add("compute", "forward", "forward", profile.forward_s)
