@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gcbench.comm import Link
+from gcbench.comm import Link, cost_shape, ring_share_link
 from gcbench.sim.engine import Job, Timeline, no_gc
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.profile import ModelProfile
@@ -66,7 +66,7 @@ class Costs:
     gpus_per_machine: int
     intra: Link
     inter: Link  # one machine's NICs towards the network
-    rings: int = 1  # parallel inter-machine rings sharing the NICs (two-level option)
+    nics: int = 1  # NICs per machine; the two-level option's G rings share them
     cast_s: Any = None  # numel -> seconds for an fp32 <-> fp16 cast (one way)
     compress_s: Any = None  # numel -> seconds to compress on the GPU
     decompress_s: Any = None  # numel -> seconds to decompress one payload on the GPU
@@ -91,29 +91,6 @@ class Costs:
             max(self.intra.latency_s, self.inter.latency_s),
             self.intra.efficiency,
         )
-
-
-# Collective costs (DESIGN §7; n ranks, S bytes, per-step latency alpha, eta*B).
-def allreduce_s(nbytes: float, n: int, link: Link) -> float:
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * nbytes / link.effective_Bps
-
-
-def reduce_scatter_s(nbytes: float, n: int, link: Link) -> float:
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    return (n - 1) * link.latency_s + (n - 1) / n * nbytes / link.effective_Bps
-
-
-allgather_dense_s = reduce_scatter_s
-
-
-def allgather_payload_s(payload: float, n: int, link: Link) -> float:
-    """Allgather of m bytes per rank: every rank receives (n−1)·m."""
-    if n <= 1:
-        return 0.0
-    return (n - 1) * link.latency_s + (n - 1) * payload / link.effective_Bps
 
 
 @dataclass
@@ -180,86 +157,76 @@ def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = 
         return _simulate(profile, costs, plan, keep_jobs)
 
 
+class _Cost:
+    """A collective's time over a fixed link and rank count: a + b * bytes (the shape
+    from `gcbench.comm.cost_shape`, computed once per simulation)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, collective: str, n: int, link: Link):
+        steps, factor = cost_shape(collective, n)
+        self.a = steps * link.latency_s
+        self.b = factor / link.effective_Bps
+
+    def __call__(self, nbytes: float) -> float:
+        return self.a + self.b * nbytes if nbytes > 0 and self.b else 0.0
+
+
 def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) -> Result:
     tl = Timeline()
     numel = [t.numel for t in profile.tensors]
-    tl.add("compute", "forward", "forward", profile.forward_s)
+    last = tl.add("compute", "forward", "forward", profile.forward_s)
     n, m, g = costs.gpus, costs.machines, costs.gpus_per_machine
-    flat = costs.flat_link()
+    flat, ring_link = costs.flat_link(), _ring_link(costs)
+    flat_stream = "intra" if m == 1 else "inter_tx"
+    ring = "ring:0"  # worker 0 is in ring 0 of the G identical inter-machine rings
+    ar_flat = _Cost("allreduce", n, flat)
+    ag_payload_flat = _Cost("allgather_payload", n, flat)
+    rs_intra = _Cost("reduce_scatter", g, costs.intra)
+    ag_intra = _Cost("allgather", g, costs.intra)
+    ar_ring = _Cost("allreduce", m, ring_link)
+    ag_payload_ring = _Cost("allgather_payload", m, ring_link)
     finals: list[Job] = []
     later: list[tuple[str, float, Job, int]] = []  # (name, seconds, dependency, bytes)
     wire = 0.0
     for b, (bucket, opt) in enumerate(zip(plan.buckets, plan.options, strict=True)):
-        last: Job = finals[-1] if finals else tl.order["compute"][0]
         for i in bucket:
-            last = tl.add(
-                "compute", profile.tensors[i].name, "backward", profile.tensors[i].backward_s
-            )
+            t = profile.tensors[i]
+            last = tl.add("compute", t.name, "backward", t.backward_s)
         elements = sum(numel[i] for i in bucket)
         dense = 4 * elements
         name = f"bucket {b}"
         if n == 1:
             continue
-        if not opt.compress:
-            if opt.hierarchy == "two-level" and m > 1:
-                rs = tl.add(
-                    "intra", name, "comm", reduce_scatter_s(dense, g, costs.intra), (last,), dense
-                )
-                ring = f"ring:{b % costs.rings}"
-                inter = _ring_link(costs)
-                ar = tl.add(ring, name, "comm", allreduce_s(dense / g, m, inter), (rs,), dense // g)
-                finals.append(
-                    tl.add(
-                        "intra",
-                        name,
-                        "comm",
-                        allgather_dense_s(dense, g, costs.intra),
-                        (ar,),
-                        dense,
-                    )
-                )
-                wire += 2 * (g - 1) / g * dense + 2 * (m - 1) / m * dense / g
-            else:
-                stream = "intra" if m == 1 else "inter_tx"
-                finals.append(
-                    tl.add(stream, name, "comm", allreduce_s(dense, n, flat), (last,), dense)
-                )
-                wire += 2 * (n - 1) / n * dense
+        two_level = opt.hierarchy == "two-level" and m > 1
+        if not opt.compress and two_level:
+            rs = tl.add("intra", name, "comm", rs_intra(dense), (last,), dense)
+            ar = tl.add(ring, name, "comm", ar_ring(dense / g), (rs,), dense // g)
+            finals.append(tl.add("intra", name, "comm", ag_intra(dense), (ar,), dense))
+            wire += 2 * (g - 1) / g * dense + 2 * (m - 1) / m * dense / g
+        elif not opt.compress:
+            finals.append(tl.add(flat_stream, name, "comm", ar_flat(dense), (last,), dense))
+            wire += 2 * (n - 1) / n * dense
         elif opt.cast:
             half = 2 * elements
             c = tl.add("compute", name, "compress", costs.cast_s(elements), (last,))
-            stream = "intra" if m == 1 else "inter_tx"
-            comm = tl.add(stream, name, "comm", allreduce_s(half, n, flat), (c,), half)
+            comm = tl.add(flat_stream, name, "comm", ar_flat(half), (c,), half)
             wire += 2 * (n - 1) / n * half
             later.append((name, costs.cast_s(elements), comm, 0))
-        elif opt.hierarchy == "two-level" and m > 1:
+        elif two_level:
             part = elements // g or elements
-            rs = tl.add(
-                "intra", name, "comm", reduce_scatter_s(dense, g, costs.intra), (last,), dense
-            )
+            rs = tl.add("intra", name, "comm", rs_intra(dense), (last,), dense)
             c = tl.add("compute", name, "compress", costs.compress_s(part), (rs,))
             payload = costs.payload_bytes(part)
-            ring = f"ring:{b % costs.rings}"
-            ag = tl.add(
-                ring,
-                name,
-                "comm",
-                allgather_payload_s(payload, m, _ring_link(costs)),
-                (c,),
-                payload,
-            )
-            dec = tl.add("compute", name, "decompress", (m - 1) * costs.decompress_s(part), (ag,))
-            finals.append(
-                tl.add(
-                    "intra", name, "comm", allgather_dense_s(dense, g, costs.intra), (dec,), dense
-                )
-            )
+            ag = tl.add(ring, name, "comm", ag_payload_ring(payload), (c,), payload)
+            seconds = (m - 1) * costs.decompress_s(part)
+            dec = tl.add("compute", name, "decompress", seconds, (ag,))
+            finals.append(tl.add("intra", name, "comm", ag_intra(dense), (dec,), dense))
             wire += (g - 1) / g * dense * 2 + (m - 1) * payload
         else:
             c = tl.add("compute", name, "compress", costs.compress_s(elements), (last,))
             payload = costs.payload_bytes(elements)
-            stream = "intra" if m == 1 else "inter_tx"
-            ag = tl.add(stream, name, "comm", allgather_payload_s(payload, n, flat), (c,), payload)
+            ag = tl.add(flat_stream, name, "comm", ag_payload_flat(payload), (c,), payload)
             wire += (n - 1) * payload
             later.append((name, (n - 1) * costs.decompress_s(elements), ag, 0))
     for name, seconds, dep, _ in later:  # after backward, in bucket order
@@ -290,7 +257,7 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
 
 
 def _ring_link(costs: Costs) -> Link:
-    """One of the `rings` parallel inter-machine rings: the machine's NIC bandwidth is
-    shared by the rings running at once (each gets 1/rings of it)."""
-    inter = costs.inter
-    return Link(inter.bandwidth_Bps / costs.rings, inter.latency_s, inter.efficiency)
+    """The link of one of the G parallel inter-machine rings of the two-level scheme
+    (GPU j of every machine forms ring j, carrying 1/G of each bucket): the rings share
+    the machine's NICs (`gcbench.comm.hierarchy.ring_share_link`)."""
+    return ring_share_link(costs.inter, costs.nics, costs.gpus_per_machine)

@@ -105,7 +105,7 @@ def costs_for(cell: Cell) -> Costs:
         cell.cluster.gpus_per_machine,
         intra,
         inter,
-        rings=max(1, n.nics_per_machine),
+        nics=n.nics_per_machine,
         **kw,
     )
 
