@@ -151,9 +151,9 @@ class Cluster(_Frozen):
 
 
 # Strategies the simulate backend runs today; the planner and baseline issues add more.
-Strategy = Literal["fp32", "fp16", "allgather", "allgather-2level"]
+Strategy = Literal["fp32", "fp32-2level", "fp16", "allgather", "allgather-2level"]
 # Strategies that use no compressor run once, with compressor `none` (DESIGN §4).
-COMPRESSOR_FREE_STRATEGIES = frozenset({"fp32", "fp16"})
+COMPRESSOR_FREE_STRATEGIES = frozenset({"fp32", "fp32-2level", "fp16"})
 
 DeviceName = Literal["v100", "a100", "h100", "rtx2080ti", "t4", "cpu"]
 assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]

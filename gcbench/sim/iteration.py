@@ -16,6 +16,9 @@ the data, allgather inside), and the collective (allreduce for dense or additive
 allgather for the rest). Named strategies build a plan for every bucket:
 
 - `fp32`: dense ring allreduce over every GPU (flat);
+- `fp32-2level`: hierarchical allreduce — intra reduce-scatter, G parallel inter-machine
+  ring allreduces of 1/G each sharing the NICs, intra allgather (NCCL's tree/ring
+  hierarchy, Horovod's hierarchical allreduce);
 - `fp16`: cast on the GPU after backward, fp16 allreduce, cast back at the end;
 - `allgather`: the cell's compressor on every bucket, flat allgather of the payloads, then
   n−1 decompressions and the sum on the GPU (ByteComp Table 2's one-level option);
@@ -39,6 +42,9 @@ BUCKET_BYTES = 25 * 2**20  # starts early, then 25 MiB buckets
 
 @dataclass(frozen=True)
 class Option:
+    """How one bucket is communicated; `where="cpu"` offloads (de)compression to the
+    machine's CPU pool after a PCIe copy (flat allgather)."""
+
     compress: bool = False
     where: Literal["gpu", "cpu"] = "gpu"
     hierarchy: Literal["flat", "two-level"] = "flat"
@@ -47,11 +53,13 @@ class Option:
 
 
 FP32 = Option()
+FP32_2LEVEL = Option(hierarchy="two-level")
 FP16 = Option(compress=True, cast=True)
 ALLGATHER = Option(compress=True, collective="allgather")
 ALLGATHER_2LEVEL = Option(compress=True, collective="allgather", hierarchy="two-level")
 STRATEGIES: dict[str, Option] = {
     "fp32": FP32,
+    "fp32-2level": FP32_2LEVEL,
     "fp16": FP16,
     "allgather": ALLGATHER,
     "allgather-2level": ALLGATHER_2LEVEL,
@@ -71,6 +79,10 @@ class Costs:
     compress_s: Any = None  # numel -> seconds to compress on the GPU
     decompress_s: Any = None  # numel -> seconds to decompress one payload on the GPU
     payload_bytes: Any = None  # numel -> bytes of one compressed payload
+    cpu_compress_s: Any = None  # numel -> seconds on one CPU core (CPU offload)
+    cpu_decompress_s: Any = None
+    cpu_cores: int = 16  # the CPU-compression pool of one machine
+    pcie: Link | None = None  # GPU <-> host copies for CPU offload
 
     @property
     def gpus(self) -> int:
@@ -213,6 +225,21 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
             comm = tl.add(flat_stream, name, "comm", ar_flat(half), (c,), half)
             wire += 2 * (n - 1) / n * half
             later.append((name, costs.cast_s(elements), comm, 0))
+        elif opt.where == "cpu":
+            # BytePS-style offload (bytecomp.txt §3): copy the bucket to the host, compress
+            # on one core of the machine's pool, allgather, decompress on the same core,
+            # copy the sum back to the GPU.
+            assert costs.pcie is not None and costs.cpu_compress_s is not None
+            core = f"cpu:{b % max(costs.cpu_cores, 1)}"
+            copy = dense / costs.pcie.effective_Bps + costs.pcie.latency_s
+            d2h = tl.add("pcie", name, "copy", copy, (last,), dense)
+            c = tl.add(core, name, "compress", costs.cpu_compress_s(elements), (d2h,))
+            payload = costs.payload_bytes(elements)
+            ag = tl.add(flat_stream, name, "comm", ag_payload_flat(payload), (c,), payload)
+            seconds = (n - 1) * costs.cpu_decompress_s(elements)
+            dec = tl.add(core, name, "decompress", seconds, (ag,))
+            finals.append(tl.add("pcie", name, "copy", copy, (dec,), dense))
+            wire += (n - 1) * payload
         elif two_level:
             part = elements // g or elements
             rs = tl.add("intra", name, "comm", rs_intra(dense), (last,), dense)

@@ -60,12 +60,12 @@ def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
 
 def breakdown(spans: list[Span], iteration_s: float, worker: int = 0) -> dict[str, float]:
     """The sweep rule: an instant is compute if the GPU runs forward/backward/update, else
-    compression if the GPU (de)compresses, else communication. The three add up to
-    `iteration_s`."""
+    compression if the GPU (de)compresses or CPU compression or a PCIe copy is under way
+    (the GPU then waits on it), else communication. The three add up to `iteration_s`."""
     mine = [s for s in spans if s.worker == worker]
     compute = _union((s.start_s, s.end_s) for s in mine if s.kind in GPU_WORK)
     compress = _union(
-        (s.start_s, s.end_s) for s in mine if s.kind in COMPRESSION and s.stream == "compute"
+        (s.start_s, s.end_s) for s in mine if s.kind in COMPRESSION or s.stream == "pcie"
     )
     compute_s = _length(compute)
     compress_exposed = _minus(compress, compute)

@@ -91,15 +91,25 @@ def costs_for(cell: Cell) -> Costs:
         from gcbench.compress import create
         from gcbench.compress.costs import gpu_table
 
-        table = gpu_table(cell.device)
+        table, cpu = gpu_table(cell.device), gpu_table("cpu")
         kind = cell.compressor.kind
         compressor = create(kind, **cell.compressor.params())
         comp, dec = table.compress[kind], table.decompress[kind]
+        cpu_comp, cpu_dec = cpu.compress[kind], cpu.decompress[kind]
+        cores = cell.cluster.cpu_cores
         kw.update(
             compress_s=lambda numel: comp.seconds(4 * numel),
             decompress_s=lambda numel: dec.seconds(4 * numel),
             payload_bytes=lambda numel: compressor.wire_bytes(numel, 0),
+            # one core of the pool: the `cpu` entry models this host's 2 cores
+            cpu_compress_s=lambda numel: cpu_comp.seconds(4 * numel) * 2,
+            cpu_decompress_s=lambda numel: cpu_dec.seconds(4 * numel) * 2,
+            cpu_cores=cores,
         )
+    from gcbench.zoo.devices import DEVICES
+
+    pcie_gbs = DEVICES[cell.device].pcie_gbs
+    kw["pcie"] = Link(pcie_gbs * 1e9, 10e-6, 0.8)
     return Costs(
         cell.cluster.machines,
         cell.cluster.gpus_per_machine,
