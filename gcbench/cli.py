@@ -465,14 +465,17 @@ def simulate(
                 flag = flags.get(loc[0]) or "--" + loc[-1].replace("_", "-")
                 lines.append(f"{flag}: {err['msg'].removeprefix('Value error, ')}")
             raise ConfigError(lines) from None
-        from gcbench.sim.chrome import chrome_trace
+        from gcbench.sim.chrome import chrome_trace, symmetric_spans
         from gcbench.sim.wfbp import simulate_cell
 
         result = simulate_cell(cell)
         if trace is not None:
             from gcbench.results.store import atomic_write
 
-            data = chrome_trace(result.spans, cell.cluster.gpus_per_machine)
+            data = chrome_trace(
+                symmetric_spans(result.spans, cell.cluster.machines, cell.cluster.gpus_per_machine),
+                cell.cluster.gpus_per_machine,
+            )
             atomic_write(trace, json.dumps(data).encode())
     m = result.metrics
     if json_out:

@@ -132,14 +132,18 @@ def test_fp32_on_one_gpu_is_the_compute_time():
 
 
 def test_chrome_trace_names_threads_and_never_overlaps(tmp_path):
+    from gcbench.sim.chrome import symmetric_spans
+
     c = cell(strategy="allgather-2level", cluster={"machines": 2, "gpus_per_machine": 4})
-    trace = chrome_trace(simulate_cell(c).spans, 4)
+    trace = chrome_trace(symmetric_spans(simulate_cell(c).spans, 2, 4), 4)
     events = trace["traceEvents"]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert any("compute" in n for n in names.values()) and any(
         "ring:0" in n for n in names.values()
     )
-    assert any(e["name"] == "process_name" for e in events)
+    processes = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert processes == {"machine 0", "machine 1"}
+    assert len({n.split()[1] for n in names.values()}) == 8  # every GPU has its streams
     by_thread: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for e in events:
         if e["ph"] == "X":

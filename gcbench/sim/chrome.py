@@ -7,11 +7,21 @@ on one thread never overlap.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gcbench.sim.trace import Span
 
 STREAM_ORDER = ("compute", "pcie", "intra", "inter_tx", "inter_rx")
+MAX_WORKERS = 64
+
+
+def symmetric_spans(spans: list[Span], machines: int, gpus_per_machine: int) -> list[Span]:
+    """Worker 0's spans copied to every GPU (data-parallel workers are symmetric), so a
+    trace shows each machine; above `MAX_WORKERS` GPUs, the first GPU of each machine."""
+    gpus = machines * gpus_per_machine
+    workers = range(gpus) if gpus <= MAX_WORKERS else range(0, gpus, gpus_per_machine)
+    return [replace(s, worker=w) for w in workers for s in spans]
 
 
 def chrome_trace(spans: list[Span], gpus_per_machine: int = 1) -> dict[str, Any]:
