@@ -48,13 +48,14 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
         rows=max(1, len(models)),
         cols=1,
         subplot_titles=models or None,
-        vertical_spacing=0.35 / max(1, len(models)),
+        vertical_spacing=0.5 / max(1, len(models)),
     )
     for row, model in enumerate(models, start=1):
         mine = cells[cells["model"] == model]
+        labels = mine["label"].str.removeprefix(f"{model} · ")  # the panel names the model
         for column, name, colour in PARTS:
             fig.add_bar(
-                x=mine["label"],
+                x=labels,
                 y=mine[column] * 1e3,
                 name=name,
                 marker_color=colour,
@@ -70,7 +71,7 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
         barmode="stack",
         title="Iteration time breakdown per cell",
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
-        height=max(1, len(models)) * 430 + 120,
+        height=max(1, len(models)) * 520 + 120,
         margin={"b": 40},
     )
     return fig
