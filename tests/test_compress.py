@@ -163,6 +163,12 @@ def test_randomk_draws_identical_indices_on_every_worker():
     assert torch.allclose(summed[ia.long()], (x + y)[ia.long()])
 
 
+def test_sparse_aggregate_stays_on_the_payload_device():
+    c = create("topk", ratio=0.1)
+    p = c.compress(torch.empty(100, device="meta"), "k", 0)
+    assert c.aggregate([p, p], "k", 0).device.type == "meta"
+
+
 def test_dgc_and_threshold_select_large_values():
     x = torch.randn(100_000)
     p = create("dgc", ratio=0.01).compress(x, "k", 0)

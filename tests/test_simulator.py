@@ -206,3 +206,31 @@ def test_covap_table_v_calibration_reproduces_vgg19_communication():
     comm, buckets = t5.simulated_comm_s(f.link.latency_s, f.link.efficiency)
     assert buckets == 6  # DDP fuses VGG-19 into six buckets, as in Table V
     assert comm == pytest.approx(t5.TOTAL_S, rel=0.15)
+
+
+def test_decompression_waits_for_backward_in_every_compressing_plan():
+    for strategy in ("fp16", "allgather", "allgather-2level"):
+        r = simulate_cell(cell(strategy=strategy, model="bert-base"))
+        compute = [s for s in r.spans if s.stream == "compute"]
+        last_backward = max(s.end_s for s in compute if s.kind == "backward")
+        decompress = [s for s in compute if s.kind == "decompress"]
+        assert decompress and min(s.start_s for s in decompress) >= last_backward - 1e-12
+
+
+def test_a_timeline_can_run_twice_and_an_empty_model_is_fine():
+    tl = Timeline()
+    a = tl.add("s", "a", "comm", 1.0)
+    tl.add("t", "b", "comm", 2.0, (a,))
+    assert tl.run() == tl.run() == 3.0
+    from gcbench.zoo.profile import ModelProfile
+
+    empty = ModelProfile("empty", 1, None, "samples", "v100", 0.0, 0.0, ())
+    c = cell()
+    r = simulate(empty, costs_for(c), Plan([], []))
+    assert r.iteration_s == 0.0 and r.metrics["scaling_factor"] == 1.0
+
+
+def test_low_rank_payloads_use_the_model_compression_ratio():
+    c = cell(strategy="allgather", compressor="powersgd-r4", model="resnet50")
+    costs = costs_for(c)
+    assert 25_557_032 * 4 / costs.payload_bytes(25_557_032) == pytest.approx(66.5, rel=0.01)

@@ -222,6 +222,12 @@ def test_csv_import_and_forward_estimate(tmp_path):
     bad = write(tmp_path, "bad.csv", "name,numel,ready_s\na,1,0.2\nb,1,0.1\n")
     with pytest.raises(ConfigError, match="line 3: ready_s must not decrease"):
         read_profile(bad)
+    bad = write(tmp_path, "shape.csv", "name,numel,ready_s,shape\na,12,0.1,3xa\n")
+    with pytest.raises(ConfigError, match="line 2: shape must look like"):
+        read_profile(bad)
+    bad = write(tmp_path, "neg.csv", "name,numel,ready_s,shape\na,12,0.1,-3x-4\n")
+    with pytest.raises(ConfigError, match="negative dimension"):
+        read_profile(bad)
 
 
 def test_espresso_collection_import_scales_forward_from_flops():

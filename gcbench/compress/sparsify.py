@@ -40,7 +40,7 @@ class _Sparse(Compressor):
     def aggregate(self, payloads: list[Payload], key: str, step: int) -> Tensor:
         """Sum of the workers' sparse gradients (indices may differ between workers)."""
         first = payloads[0]
-        out = torch.zeros(first.numel, dtype=torch.float32)
+        out = torch.zeros(first.numel, dtype=torch.float32, device=first.tensors["values"].device)
         for p in payloads:
             out.index_add_(0, p.tensors["indices"].long(), p.tensors["values"].float())
         return out.to(first.dtype).reshape(first.shape)

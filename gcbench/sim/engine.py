@@ -92,6 +92,7 @@ class Timeline:
         for job in self.jobs:
             job.waiting = len(job.deps)
             job.dependents = []
+            job.start_s = job.end_s = -1.0
         for job in self.jobs:
             for d in job.deps:
                 d.dependents.append(job)

@@ -199,7 +199,9 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
     ar_ring = _Cost("allreduce", m, ring_link)
     ag_payload_ring = _Cost("allgather_payload", m, ring_link)
     finals: list[Job] = []
-    later: list[tuple[str, float, Job, int]] = []  # (name, seconds, dependency, bytes)
+    # decompressions to run after backward: (name, seconds, dependency, bytes of an intra
+    # allgather to follow, 0 for none)
+    later: list[tuple[str, float, Job, int]] = []
     wire = 0.0
     for b, (bucket, opt) in enumerate(zip(plan.buckets, plan.options, strict=True)):
         for i in bucket:
@@ -246,9 +248,9 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
             c = tl.add("compute", name, "compress", costs.compress_s(part), (rs,))
             payload = costs.payload_bytes(part)
             ag = tl.add(ring, name, "comm", ag_payload_ring(payload), (c,), payload)
-            seconds = (m - 1) * costs.decompress_s(part)
-            dec = tl.add("compute", name, "decompress", seconds, (ag,))
-            finals.append(tl.add("intra", name, "comm", ag_intra(dense), (dec,), dense))
+            # The M-1 decompressions wait until backward is done (like every decompression
+            # here), then the intra allgather spreads the summed 1/G parts.
+            later.append((name, (m - 1) * costs.decompress_s(part), ag, dense))
             wire += (g - 1) / g * dense * 2 + (m - 1) * payload
         else:
             c = tl.add("compute", name, "compress", costs.compress_s(elements), (last,))
@@ -256,8 +258,11 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
             ag = tl.add(flat_stream, name, "comm", ag_payload_flat(payload), (c,), payload)
             wire += (n - 1) * payload
             later.append((name, (n - 1) * costs.decompress_s(elements), ag, 0))
-    for name, seconds, dep, _ in later:  # after backward, in bucket order
-        finals.append(tl.add("compute", name, "decompress", seconds, (dep,)))
+    for name, seconds, dep, then_allgather in later:  # after backward, in bucket order
+        dec = tl.add("compute", name, "decompress", seconds, (dep,))
+        if then_allgather:
+            dec = tl.add("intra", name, "comm", ag_intra(then_allgather), (dec,), then_allgather)
+        finals.append(dec)
     tl.add("compute", "update", "update", profile.update_s, tuple(finals))
     iteration_s = tl.run()
     result = Result(iteration_s, {}, tl.jobs if keep_jobs else [])
@@ -272,7 +277,9 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
         ),
         iteration_s=iteration_s,
         throughput=throughput,
-        scaling_factor=throughput / (n * samples / profile.compute_s) if n else 1.0,
+        scaling_factor=(
+            throughput / (n * samples / profile.compute_s) if profile.compute_s > 0 else 1.0
+        ),
         wire_bytes=int(round(wire)),
         sample_unit=profile.sample_unit,
         tensors=len(profile.tensors),

@@ -14,7 +14,7 @@ class Span:
     worker: int
     stream: str  # compute | cpu:<slot> | pcie | intra | inter_tx | inter_rx | ring:<i>
     name: str
-    kind: str  # forward | backward | compress | decompress | comm | update
+    kind: str  # forward | backward | compress | decompress | comm | update | copy (PCIe)
     start_s: float
     dur_s: float
     bytes: int = 0

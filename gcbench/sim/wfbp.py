@@ -100,7 +100,7 @@ def costs_for(cell: Cell) -> Costs:
         kw.update(
             compress_s=lambda numel: comp.seconds(4 * numel),
             decompress_s=lambda numel: dec.seconds(4 * numel),
-            payload_bytes=lambda numel: compressor.wire_bytes(numel, 0),
+            payload_bytes=_payload_bytes(cell, compressor),
             # one core of the pool: the `cpu` entry models this host's 2 cores
             cpu_compress_s=lambda numel: cpu_comp.seconds(4 * numel) * 2,
             cpu_decompress_s=lambda numel: cpu_dec.seconds(4 * numel) * 2,
@@ -118,6 +118,18 @@ def costs_for(cell: Cell) -> Costs:
         nics=n.nics_per_machine,
         **kw,
     )
+
+
+def _payload_bytes(cell: Cell, compressor: Any) -> Any:
+    """numel -> bytes of one payload. Low-rank compressors size their factors from each
+    matrix's shape, which a fused bucket does not have: they get the model's overall ratio
+    (sum of per-tensor factor bytes / dense bytes) applied to the bucket."""
+    if not hasattr(compressor, "wire_bytes_for_shape"):
+        return lambda numel: compressor.wire_bytes(numel, 0)
+    tensors = cell_profile(cell).tensors
+    sent = sum(compressor.wire_bytes_for_shape(t.shape, 0) for t in tensors)
+    ratio = sent / max(1, sum(4 * t.numel for t in tensors))
+    return lambda numel: int(round(4 * numel * ratio))
 
 
 def simulate_cell(cell: Cell) -> SimResult:

@@ -209,7 +209,14 @@ def _from_csv(text: str) -> ModelProfile:
             raise _Bad(f"line {line}: numel and ready_s must be numbers") from None
         if numel < 0 or not math.isfinite(ready) or ready < previous:
             raise _Bad(f"line {line}: ready_s must not decrease and numel must be >= 0")
-        shape = tuple(int(s) for s in row["shape"].split("x")) if row.get("shape") else (numel,)
+        try:
+            shape = tuple(int(s) for s in row["shape"].split("x")) if row.get("shape") else (numel,)
+        except ValueError:
+            raise _Bad(
+                f"line {line}: shape must look like 64x3x7x7, got {row['shape']!r}"
+            ) from None
+        if any(s < 0 for s in shape):
+            raise _Bad(f"line {line}: shape {row['shape']} has a negative dimension")
         if math.prod(shape) != numel:
             raise _Bad(f"line {line}: shape {row['shape']} does not hold {numel} elements")
         name = row["name"]
