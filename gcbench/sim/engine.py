@@ -135,6 +135,8 @@ class Timeline:
                 dep.waiting -= 1
                 if dep.waiting == 0:
                     try_start(dep.stream)
+        for job in self.jobs:  # drop the back-references: no reference cycles remain, so
+            job.dependents = []  # refcounting frees a timeline at once, never the cyclic GC
         if done != len(self.jobs):
             stuck = next(j for j in self.jobs if j.start_s < 0)
             raise RuntimeError(f"timeline deadlock at {stuck.stream}:{stuck.name}")
