@@ -26,21 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from gcbench.zoo import devices
-from gcbench.zoo.catalog import MODELS
+from gcbench.zoo.catalog import ESPRESSO_MODELS, MODELS
 from gcbench.zoo.profile import cached_trace, profile_from_trace
 from gcbench.zoo.trace import Op
 
-# Reference file name -> zoo model (batch and sequence length: the zoo's pinned defaults).
-REFERENCE_MODELS = {
-    "vgg16": "vgg16",
-    "resnet50": "resnet50",
-    "resnet101": "resnet101",
-    "bert": "bert-base-squad",
-    "bert_large": "bert-large-squad",
-    "gpt2": "gpt2",
-    "lstm": "lstm",
-    "ugatit": "ugatit",
-}
+REFERENCE_MODELS = ESPRESSO_MODELS  # reference file name -> zoo model
 
 GRID = {
     "winograd_efficiency": [x / 20 for x in range(10, 61)],

@@ -17,13 +17,12 @@ threelc >= 0.1; fp16 and PowerSGD at least as fast as torch's hooks.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 
 from gcbench.compress import create, names
+from gcbench.compress.costs import median_pair
 
 PARAMS = {"threshold": {"threshold": 2.0}}
 LOWRANK = ("powersgd", "acpsgd")
@@ -49,20 +48,6 @@ def compress_fn(name: str, x: torch.Tensor) -> Callable[[], object]:
         return p
 
     return run
-
-
-def pairs(a: Callable[[], object], b: Callable[[], object], n: int) -> tuple[float, float]:
-    """Medians of n interleaved runs of a and b (after one warm-up each)."""
-    a(), b()
-    ta, tb = [], []
-    for _ in range(n):
-        t = time.perf_counter()
-        a()
-        ta.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        b()
-        tb.append(time.perf_counter() - t)
-    return statistics.median(ta), statistics.median(tb)
 
 
 def torch_powersgd(m: torch.Tensor, rank: int) -> Callable[[], object]:
@@ -96,7 +81,7 @@ def main() -> None:
         for name in chosen:
             x = tensor_for(name, exponent)
             dst = torch.empty_like(x)
-            copy, comp = pairs(lambda: dst.copy_(x), compress_fn(name, x), args.pairs)
+            copy, comp = median_pair(lambda: dst.copy_(x), compress_fn(name, x), args.pairs)
             print(
                 f"{name:12s} 2^{exponent:<3d} {copy * 1e3:9.2f} {comp * 1e3:12.2f} "
                 f"{copy / comp:7.3f}"
@@ -105,7 +90,7 @@ def main() -> None:
     print("\nagainst torch's DDP hook arithmetic (same tensors, interleaved):")
     for exponent in map(int, args.sizes.split(",")):
         x = tensor_for("fp16", exponent)
-        ours, theirs = pairs(
+        ours, theirs = median_pair(
             compress_fn("fp16", x), lambda: x.to(torch.float16).div_(1), args.pairs
         )
         print(
@@ -124,7 +109,7 @@ def main() -> None:
                 q = c.compress(m, "bench#0", step[0], prev=c.reduce([p]))
                 return c.decompress(c.reduce([q]), "bench#0", step[0], out=out)
 
-            ours, theirs = pairs(full, torch_powersgd(m, rank), args.pairs)
+            ours, theirs = median_pair(full, torch_powersgd(m, rank), args.pairs)
             print(
                 f"  powersgd r{rank:<3d} 2^{exponent}: gcbench {ours * 1e3:7.2f} ms  torch hook "
                 f"{theirs * 1e3:7.2f} ms  ratio torch/gcbench {theirs / ours:.2f}"

@@ -32,7 +32,12 @@ TOTAL_S = 830.094e-3
 def fit(weighting: str):
     points = [(4 * n, t) for n, t in TABLE_V]
     return fit_hierarchical_inter(
-        points, 8, nvlink_machine(8), 30e9 / 8, nics=1, weighting=weighting  # type: ignore[arg-type]
+        points,
+        8,
+        nvlink_machine(8),
+        30e9 / 8,
+        nics=1,
+        weighting=weighting,  # type: ignore[arg-type]
     )
 
 
@@ -59,12 +64,18 @@ def main() -> None:
     for weighting in ("absolute", "relative"):
         f = fit(weighting)
         comm, buckets = simulated_comm_s(f.link.latency_s, f.link.efficiency)
-        print(f"{weighting} least squares: latency {f.link.latency_s * 1e6:.1f} us/step, "
-              f"efficiency {f.link.efficiency:.4f}, R^2 {f.r2:.3f}")
-        print("  residuals (model - measured, ms): "
-              + ", ".join(f"{r * 1e3:+.1f}" for r in f.residuals_s))
-        print(f"  simulated VGG-19 fp32 communication ({buckets} DDP buckets, hierarchical): "
-              f"{comm * 1e3:.1f} ms vs Table V {TOTAL_S * 1e3:.1f} ms, ratio {comm / TOTAL_S:.3f}")
+        print(
+            f"{weighting} least squares: latency {f.link.latency_s * 1e6:.1f} us/step, "
+            f"efficiency {f.link.efficiency:.4f}, R^2 {f.r2:.3f}"
+        )
+        print(
+            "  residuals (model - measured, ms): "
+            + ", ".join(f"{r * 1e3:+.1f}" for r in f.residuals_s)
+        )
+        print(
+            f"  simulated VGG-19 fp32 communication ({buckets} DDP buckets, hierarchical): "
+            f"{comm * 1e3:.1f} ms vs Table V {TOTAL_S * 1e3:.1f} ms, ratio {comm / TOTAL_S:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -13,36 +13,33 @@ Prints, from medians of repeated runs with torch's default thread count:
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
-
-
-def median_s(fn, repeats: int = 15) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+from _timing import median_s
 
 
 def main() -> None:
     torch.manual_seed(0)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    peak = 2 * 2048**3 / median_s(lambda: a @ b)
+    peak = 2 * 2048**3 / median_s(lambda: a @ b, 15)
     x, w = torch.randn(8, 64, 56, 56), torch.randn(64, 64, 3, 3)
-    conv3 = 2 * 8 * 64 * 56 * 56 * 64 * 9 / median_s(lambda: F.conv2d(x, w, padding=1))
+    conv3 = 2 * 8 * 64 * 56 * 56 * 64 * 9 / median_s(lambda: F.conv2d(x, w, padding=1), 15)
     xs, ws = torch.randn(8, 3, 224, 224), torch.randn(64, 3, 7, 7)
-    stem = 2 * 8 * 64 * 112 * 112 * 3 * 49 / median_s(lambda: F.conv2d(xs, ws, stride=2, padding=3))
+    stem = (
+        2
+        * 8
+        * 64
+        * 112
+        * 112
+        * 3
+        * 49
+        / median_s(lambda: F.conv2d(xs, ws, stride=2, padding=3), 15)
+    )
     src = torch.randn(16 * 2**20)
     dst = torch.empty_like(src)
-    bandwidth = 2 * src.numel() * 4 / median_s(lambda: dst.copy_(src))
+    bandwidth = 2 * src.numel() * 4 / median_s(lambda: dst.copy_(src), 15)
     tiny = torch.randn(8)
-    overhead = median_s(lambda: tiny.add(1.0), repeats=201)
+    overhead = median_s(lambda: tiny.add(1.0), 201)
     print(f"threads            {torch.get_num_threads()}")
     print(f"peak_fp32_tflops   {peak / 1e12:.4f}")
     print(f"winograd_efficiency {conv3 / peak:.3f}")

@@ -48,8 +48,10 @@ def main() -> None:
                 base.append(wall([sys.executable, "-c", "pass"], tmpdir))
                 val.append(wall([sys.executable, "-m", "gcbench", "validate", str(path)], tmpdir))
             b, v = statistics.median(base), statistics.median(val)
-            print(f"  {name:<17} gcbench validate {v * 1e3:7.0f} ms   python -c pass "
-                  f"{b * 1e3:5.0f} ms   ratio {v / b:4.1f}x")
+            print(
+                f"  {name:<17} gcbench validate {v * 1e3:7.0f} ms   python -c pass "
+                f"{b * 1e3:5.0f} ms   ratio {v / b:4.1f}x"
+            )
 
         from gcbench.config import expand, load_suite
         from gcbench.sim import simulate_cell
@@ -65,10 +67,24 @@ def main() -> None:
             for _ in range(suite.repetitions):
                 simulate_cell(c)
         warm = time.perf_counter() - start
-        e2e = wall([sys.executable, "-m", "gcbench", "run", str(ROOT / "suites/smoke.yaml"),
-                    "--results", str(tmpdir / "r"), "--reports", str(tmpdir / "rep")], tmpdir)
+        e2e = wall(
+            [
+                sys.executable,
+                "-m",
+                "gcbench",
+                "run",
+                str(ROOT / "suites/smoke.yaml"),
+                "--results",
+                str(tmpdir / "r"),
+                "--reports",
+                str(tmpdir / "rep"),
+            ],
+            tmpdir,
+        )
         print(f"smoke suite, {len(cells)} cells x {suite.repetitions} repetitions")
-        print(f"  in-process simulation: {cold:.2f} s cold (profiles built), {warm * 1e3:.0f} ms warm")
+        print(
+            f"  in-process simulation: {cold:.2f} s cold (profiles built), {warm * 1e3:.0f} ms warm"
+        )
         print(f"  gcbench run end to end (local Ray start, tasks, writes, report): {e2e:.1f} s")
         print(f"  ratio end-to-end / in-process cold: {e2e / cold:.1f}x")
 

@@ -17,20 +17,12 @@ import statistics
 import time
 from dataclasses import replace
 
+from _timing import median_s
+
 from gcbench.config import Cell
 from gcbench.sim.iteration import STRATEGIES, Plan, fuse, simulate
 from gcbench.sim.wfbp import cell_profile, costs_for
 from gcbench.zoo.profile import ModelProfile, TensorProfile
-
-
-def median_s(fn, repeats: int = 51) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -50,8 +42,8 @@ def main() -> None:
     fp32 = Plan(ddp, [STRATEGIES["fp32"]] * len(ddp))
     per_tensor = fuse(profile, "tensor")
     mixed = Plan(per_tensor, [options[i % len(options)] for i in range(len(per_tensor))])
-    a = median_s(lambda: simulate(profile, costs, fp32, keep_jobs=False))
-    b = median_s(lambda: simulate(profile, costs, mixed, keep_jobs=False))
+    a = median_s(lambda: simulate(profile, costs, fp32, keep_jobs=False), 51)
+    b = median_s(lambda: simulate(profile, costs, mixed, keep_jobs=False), 51)
     print(f"bert-base, 64 GPUs, {len(profile.tensors)} tensors")
     print(f"  fp32 plan ({len(ddp)} DDP buckets):       {a * 1e3:6.2f} ms   (target 2 ms)")
     print(f"  mixed per-tensor plan:                {b * 1e3:6.2f} ms   (target 5 ms)")

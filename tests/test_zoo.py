@@ -10,24 +10,14 @@ from collections import Counter
 import pytest
 
 from gcbench.errors import ConfigError
-from gcbench.zoo.catalog import MODELS
+from gcbench.zoo.catalog import ESPRESSO_MODELS, MODELS
 from gcbench.zoo.nets import build
 from gcbench.zoo.profile import cached_trace, model_profile
 
 from conftest import SHARED, write
 
 REFERENCE = SHARED / "data" / "espresso-v100-profiles.json"
-# Reference file name -> zoo model.
-REFERENCE_MODELS = {
-    "vgg16": "vgg16",
-    "resnet50": "resnet50",
-    "resnet101": "resnet101",
-    "bert": "bert-base-squad",
-    "bert_large": "bert-large-squad",
-    "gpt2": "gpt2",
-    "lstm": "lstm",
-    "ugatit": "ugatit",
-}
+REFERENCE_MODELS = ESPRESSO_MODELS  # reference file name -> zoo model
 
 
 def reference() -> dict:

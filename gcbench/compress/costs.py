@@ -114,9 +114,14 @@ class CostTable:
         }
 
 
-def _median_pair(
-    a: Callable[[], object], b: Callable[[], object], repeats: int, sync: Callable[[], None]
+def median_pair(
+    a: Callable[[], object],
+    b: Callable[[], object],
+    repeats: int,
+    sync: Callable[[], None] = lambda: None,
 ) -> tuple[float, float]:
+    """Medians of `repeats` interleaved runs of a and b, after one warm-up of each;
+    `sync` waits for a device (CUDA) before each clock read."""
     a(), b()
     sync()
     ta, tb = [], []
@@ -178,7 +183,7 @@ def measure(
             def dec(c=c, state=state) -> object:
                 return c.aggregate([state["payload"]], "cost#0", state["step"])
 
-            tc, td = _median_pair(comp, dec, repeats, sync)
+            tc, td = median_pair(comp, dec, repeats, sync)
             comp_pts.append((4.0 * n, tc))
             dec_pts.append((4.0 * n, td))
             if on_point:

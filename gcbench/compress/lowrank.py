@@ -36,6 +36,7 @@ single worker may skip `reduce` altogether.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -142,12 +143,12 @@ class _LowRank(Compressor):
         for key, shape in shapes.items():
             self.shapes[key] = tuple(int(s) for s in shape)
 
+    @abstractmethod
     def wire_bytes_for_shape(
         self, shape: Sequence[int], step: int, round: int | None = None
     ) -> int:
         """Exact bytes of fp32 payloads for a tensor of `shape` at `step`: one round's, or
         with `round=None` the whole step's."""
-        raise NotImplementedError
 
     def payload_bytes(self, shape: tuple[int, ...], key: str, step: int) -> int:
         """Exact bytes of the last round's payload (PowerSGD: Q, or the raw tensor)."""
@@ -244,9 +245,9 @@ class _LowRank(Compressor):
         left, right = self._factors_for(payload, key, step)
         return _product(left, right, payload, out)
 
+    @abstractmethod
     def _factors_for(self, payload: Payload, key: str, step: int) -> tuple[Tensor, Tensor]:
         """(L, R) with the reconstruction L Rᵀ; keeps the aggregated factor if reduced."""
-        raise NotImplementedError
 
     def aggregate(
         self, payloads: list[Payload], key: str, step: int, out: Tensor | None = None

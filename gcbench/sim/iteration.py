@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gcbench.comm import Link, cost_shape, ring_share_link
+from gcbench.comm import Link, Machine, cost_shape, ring_share_link, slowest_link
 from gcbench.sim.engine import Job, Timeline, no_gc
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.profile import ModelProfile
@@ -89,20 +89,10 @@ class Costs:
         return self.machines * self.gpus_per_machine
 
     def flat_link(self) -> Link:
-        """A ring over every GPU moves at the slower of NVLink/PCIe and the NIC."""
-        if self.machines == 1:
-            return self.intra
-        if self.inter.effective_Bps <= self.intra.effective_Bps:
-            return Link(
-                self.inter.bandwidth_Bps,
-                max(self.inter.latency_s, self.intra.latency_s),
-                self.inter.efficiency,
-            )
-        return Link(
-            self.intra.bandwidth_Bps,
-            max(self.intra.latency_s, self.inter.latency_s),
-            self.intra.efficiency,
-        )
+        """A ring over every GPU moves at the slower of NVLink/PCIe and the NIC, waiting at
+        each step for the larger latency (`gcbench.comm.slowest_link`)."""
+        machine = Machine(self.gpus_per_machine, self.intra)
+        return slowest_link(machine, self.inter if self.machines > 1 else None)
 
 
 @dataclass

@@ -1,16 +1,8 @@
-"""First simulate backend: data-parallel SGD with wait-free backprop (WFBP) and tensor
-fusion into PyTorch DDP buckets, one ring allreduce per bucket (ACP-SGD §II-A; DESIGN §7).
+"""The runner's simulate backend: a `Cell` -> its profile, link and compression costs, and a
+plan of DDP buckets with the cell's strategy -> one simulated iteration
+(`gcbench.sim.iteration`): its metrics and worker 0's spans.
 
-Streams of one worker (all workers are symmetric): `compute` runs forward, backward in
-gradient order, GPU (de)compression and the update; one communication stream serves
-tensors in gradient order (NCCL launches collectives in the same order on every rank).
-Strategies:
-
-- fp32: every bucket is allreduced as is.
-- fp16: each gradient is cast to half on the GPU right after its backward (delaying later
-  backward work), allreduced at 2 bytes per element, and cast back once backward is done.
-
-On one GPU there is no communication, so both strategies reduce to the compute time.
+On one GPU there is no communication, so every strategy reduces to the compute time.
 """
 
 from __future__ import annotations
@@ -20,12 +12,10 @@ from typing import Any
 
 from gcbench.comm import Link
 from gcbench.config.models import Cell
-from gcbench.sim.iteration import STRATEGIES, Costs, Plan, ddp_buckets, fuse, simulate
+from gcbench.sim.iteration import STRATEGIES, Costs, Plan, fuse, simulate
 from gcbench.sim.trace import Span
 from gcbench.zoo.devices import DEVICES
 from gcbench.zoo.profile import ModelProfile, model_profile
-
-BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2}
 
 
 @dataclass
@@ -34,28 +24,7 @@ class SimResult:
     spans: list[Span] = field(default_factory=list)
 
 
-def ring_link(cell: Cell) -> Link:
-    """The bottleneck link of a flat ring over every GPU of the cluster.
-
-    On one machine the ring runs over NVLink/PCIe. Across machines each machine boundary
-    is crossed by one ring edge, so the ring moves at min(intra, inter-per-machine) and
-    each step waits for the slower latency.
-    """
-    n = cell.network
-    intra = Link(n.intra_gbs * 1e9, n.intra_latency_us * 1e-6, n.intra_efficiency)  # type: ignore[operator]
-    if cell.cluster.machines == 1:
-        return intra
-    inter = Link(
-        n.inter_gbps * n.nics_per_machine * 1e9 / 8, n.inter_latency_us * 1e-6, n.inter_efficiency
-    )
-    return (
-        inter
-        if inter.effective_Bps <= intra.effective_Bps
-        else Link(intra.bandwidth_Bps, max(intra.latency_s, inter.latency_s), intra.efficiency)
-    )
-
-
-__all__ = ["SimResult", "cast_s", "cell_profile", "ddp_buckets", "ring_link", "simulate_cell"]
+__all__ = ["SimResult", "cast_s", "cell_profile", "costs_for", "simulate_cell"]
 
 
 def cast_s(numel: int, cell: Cell) -> float:

@@ -164,5 +164,19 @@ MODELS: dict[str, ModelInfo] = {
 }
 
 
+# The ByteComp/Espresso V100 profile collection's model names -> zoo models (its `ncf` has
+# no zoo counterpart). Used to import that collection and to calibrate the V100 entry.
+ESPRESSO_MODELS: dict[str, str] = {
+    "vgg16": "vgg16",
+    "resnet50": "resnet50",
+    "resnet101": "resnet101",
+    "bert": "bert-base-squad",
+    "bert_large": "bert-large-squad",
+    "gpt2": "gpt2",
+    "lstm": "lstm",
+    "ugatit": "ugatit",
+}
+
+
 def model_names() -> list[str]:
     return sorted(MODELS)

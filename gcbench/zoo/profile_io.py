@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gcbench.errors import ConfigError
-from gcbench.zoo.catalog import MODELS
+from gcbench.zoo.catalog import ESPRESSO_MODELS, MODELS
 from gcbench.zoo.profile import ModelProfile, TensorProfile
 
 FORMAT = "gcbench-profile"
@@ -173,7 +173,7 @@ def _from_espresso(data: dict[str, Any], selector: str | None, path: Path) -> Mo
         numel = _count(item[1], f"{selector}.tensors[{i}][1]")
         us = _number(gap, f"{selector}.ready_gap_us[{i}]")
         tensors.append(TensorProfile(item[0], (numel,), numel, item[0].rsplit(".", 1)[0], us / 1e6))
-    zoo = {"bert": "bert-base-squad", "bert_large": "bert-large-squad"}.get(selector, selector)
+    zoo = ESPRESSO_MODELS.get(selector, selector)
     info = MODELS.get(zoo)
     return ModelProfile(
         zoo,

@@ -139,6 +139,24 @@ class ResnetAdaILNBlock(nn.Module):
         return out + x
 
 
+def _class_activation(
+    x: torch.Tensor, gap_fc: nn.Module, gmp_fc: nn.Module
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """U-GAT-IT's CAM attention (shared by generators and discriminators): global average-
+    and max-pooled logits, and the feature maps weighted by each FC layer's raw weight."""
+    batch = x.shape[0]
+    gap = F.adaptive_avg_pool2d(x, 1)
+    gap_logit = gap_fc(gap.view(batch, -1))
+    gap_weight = next(iter(gap_fc.parameters()))
+    gap = x * gap_weight.unsqueeze(2).unsqueeze(3)
+
+    gmp = F.adaptive_max_pool2d(x, 1)
+    gmp_logit = gmp_fc(gmp.view(batch, -1))
+    gmp_weight = next(iter(gmp_fc.parameters()))
+    gmp = x * gmp_weight.unsqueeze(2).unsqueeze(3)
+    return gap, gmp, torch.cat([gap_logit, gmp_logit], 1)
+
+
 class ResnetGenerator(nn.Module):
     """Encoder, CAM attention, gamma/beta MLP and AdaILN decoder; returns (image, CAM logit,
     heatmap). The non-light MLP's first layer (256*64*64 -> 256) holds 268M parameters."""
@@ -220,18 +238,7 @@ class ResnetGenerator(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = self.DownBlock(x)
         batch = x.shape[0]
-
-        gap = F.adaptive_avg_pool2d(x, 1)
-        gap_logit = self.gap_fc(gap.view(batch, -1))
-        gap_weight = next(iter(self.gap_fc.parameters()))
-        gap = x * gap_weight.unsqueeze(2).unsqueeze(3)
-
-        gmp = F.adaptive_max_pool2d(x, 1)
-        gmp_logit = self.gmp_fc(gmp.view(batch, -1))
-        gmp_weight = next(iter(self.gmp_fc.parameters()))
-        gmp = x * gmp_weight.unsqueeze(2).unsqueeze(3)
-
-        cam_logit = torch.cat([gap_logit, gmp_logit], 1)
+        gap, gmp, cam_logit = _class_activation(x, self.gap_fc, self.gmp_fc)
         x = self.relu(self.conv1x1(torch.cat([gap, gmp], 1)))
         heatmap = torch.sum(x, dim=1, keepdim=True)
 
@@ -292,21 +299,10 @@ class Discriminator(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = self.model(x)
-        batch = x.shape[0]
 
         # As in the reference, the CAM weights are the parameters themselves (`weight_orig`,
         # not the spectral-normalised weight).
-        gap = F.adaptive_avg_pool2d(x, 1)
-        gap_logit = self.gap_fc(gap.view(batch, -1))
-        gap_weight = next(iter(self.gap_fc.parameters()))
-        gap = x * gap_weight.unsqueeze(2).unsqueeze(3)
-
-        gmp = F.adaptive_max_pool2d(x, 1)
-        gmp_logit = self.gmp_fc(gmp.view(batch, -1))
-        gmp_weight = next(iter(self.gmp_fc.parameters()))
-        gmp = x * gmp_weight.unsqueeze(2).unsqueeze(3)
-
-        cam_logit = torch.cat([gap_logit, gmp_logit], 1)
+        gap, gmp, cam_logit = _class_activation(x, self.gap_fc, self.gmp_fc)
         x = self.leaky_relu(self.conv1x1(torch.cat([gap, gmp], 1)))
         heatmap = torch.sum(x, dim=1, keepdim=True)
         return self.conv(self.pad(x)), cam_logit, heatmap
