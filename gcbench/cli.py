@@ -470,7 +470,7 @@ def simulate(
 
         result = simulate_cell(cell)
         if trace is not None:
-            from gcbench.results.store import atomic_write
+            from gcbench.files import atomic_write
 
             data = chrome_trace(
                 symmetric_spans(result.spans, cell.cluster.machines, cell.cluster.gpus_per_machine),
@@ -578,7 +578,7 @@ def bench_compressors(
                 table = measure(chosen, size_list, torch_device, point)
         data = table.to_json()
         if out is not None:
-            from gcbench.results.store import atomic_write
+            from gcbench.files import atomic_write
 
             atomic_write(out, (json.dumps(data, indent=1) + "\n").encode())
     if json_out:
@@ -623,7 +623,7 @@ def compressors(
     """List compressor kinds with their parameters and properties (family, additive,
     splittable, rounds, data-dependent wire size), and the named presets."""
     from gcbench.compress.registry import REGISTRY, names
-    from gcbench.config.compressors import KINDS, PRESETS
+    from gcbench.compress.specs import KINDS, PRESETS
 
     names()  # load every family
     kinds = {

@@ -34,7 +34,7 @@ def send(c: Compressor, x: torch.Tensor, key: str, step: int) -> Payload:
 
 
 def test_registry_has_every_kind_of_the_suite_specs():
-    from gcbench.config.compressors import KINDS
+    from gcbench.compress.specs import KINDS
 
     assert set(ALL) == set(KINDS)
 
@@ -234,7 +234,7 @@ def test_bad_parameters_raise_config_error_naming_the_range(name, params, messag
 
 
 def test_presets_build():
-    from gcbench.config.compressors import PRESETS
+    from gcbench.compress.specs import PRESETS
 
     for preset in PRESETS:
         assert create(preset).name == PRESETS[preset].kind  # type: ignore[attr-defined]

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 import yaml
 
+from gcbench.compress.specs import PRESETS, TopkSpec
 from gcbench.config import load_suite, suite_schema
-from gcbench.config.compressors import PRESETS, TopkSpec
 from gcbench.errors import ConfigError
 
 from conftest import ROOT, write
@@ -136,14 +136,30 @@ def test_compressor_forms_are_equivalent(tmp_path):
     assert TopkSpec(kind="topk", ratio=0.05).label() == "topk:ratio=0.05"
 
 
+def _modules_after(code: str, *names: str) -> list[str]:
+    """Run `code` in a fresh interpreter (other tests' imports cannot leak in) and say,
+    for each of `names`, whether it ended up in sys.modules."""
+    probe = f"import sys; {code}; print(*[n in sys.modules for n in {list(names)!r}])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
 def test_loading_imports_neither_torch_nor_ray():
     code = (
-        "import sys; from gcbench.config import load_suite, expand;"
-        f"expand(load_suite({str(ROOT / 'suites/smoke.yaml')!r}));"
-        "print('torch' in sys.modules, 'ray' in sys.modules)"
+        "from gcbench.config import load_suite, expand; "
+        f"expand(load_suite({str(ROOT / 'suites/smoke.yaml')!r}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert _modules_after(code, "torch", "ray") == ["False", "False"]
+
+
+def test_compressor_specs_import_no_torch():
+    assert _modules_after("import gcbench.compress.specs", "torch") == ["False"]
+
+
+def test_zoo_profile_files_do_not_import_the_results_store():
+    # profile_io writes files with gcbench.files.atomic_write, not through gcbench.results
+    code = "import gcbench.zoo.profile_io, gcbench.zoo.catalog, gcbench.zoo.devices"
+    assert _modules_after(code, "gcbench.results", "torch", "ray") == ["False", "False", "False"]
 
 
 def test_committed_schema_is_current_and_accepts_shipped_suites():

@@ -8,7 +8,8 @@ import pytest
 
 from gcbench import load_results
 from gcbench.errors import ConfigError
-from gcbench.results.store import TMP_PREFIX, RunStore, atomic_write, new_run_id
+from gcbench.files import TMP_PREFIX, atomic_write
+from gcbench.results.store import RunStore, new_run_id
 
 
 def test_atomic_write_replaces_whole_file_and_cleans_up_on_failure(tmp_path, monkeypatch):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gcbench import load_results
-from gcbench.results.store import RUN_COLUMNS, TMP_PREFIX
+from gcbench.files import TMP_PREFIX
+from gcbench.results.store import RUN_COLUMNS
 
 from conftest import write
 

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gcbench.compress.base import Compressor, Memory
+from gcbench.compress.specs import KINDS, PRESETS
 from gcbench.errors import ConfigError
 
 REGISTRY: dict[str, type[Compressor]] = {}
@@ -32,10 +33,8 @@ def _load() -> None:
 
 
 def _spec_params(name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Validate against the suite specs (`gcbench.config.compressors`): the same names,
+    """Validate against the suite specs (`gcbench.compress.specs`): the same names,
     presets, defaults and ranges everywhere. Raises ConfigError listing what is valid."""
-    from gcbench.config.compressors import KINDS, PRESETS
-
     if name in PRESETS and not params:
         spec = PRESETS[name]
         return spec.kind, spec.params()  # type: ignore[attr-defined]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gcbench.config.compressors import PRESETS, CompressorSpec
+from gcbench.compress.specs import PRESETS, CompressorSpec
 from gcbench.config.grid import expand, matches, parse_only
 from gcbench.config.loader import load_model, read_yaml
 from gcbench.config.models import FILTER_KEYS, Cell, Cluster, Grid, ModelSpec, Network, Suite
@@ -42,7 +42,7 @@ def suite_schema() -> dict:
     Pydantic's schema describes the validated form; suites may also write a model or a
     compressor as a string and an axis as a single value, so those are added here.
     """
-    from gcbench.config.compressors import KINDS
+    from gcbench.compress.specs import KINDS
     from gcbench.zoo.catalog import model_names
 
     schema = Suite.model_json_schema()

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gcbench.config.compressors import NoneSpec
+from gcbench.compress.specs import NoneSpec
 from gcbench.config.models import COMPRESSOR_FREE_STRATEGIES, FILTER_KEYS, Cell, Suite
 from gcbench.errors import ConfigError
 

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from gcbench.config.compressors import CompressorSpec, NoneSpec
+from gcbench.compress.specs import CompressorSpec, NoneSpec
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES
 

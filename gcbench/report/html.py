@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from gcbench.files import atomic_write
 from gcbench.report.figures import breakdown_figure, per_cell
-from gcbench.results.store import RunStore, atomic_write, load_results, resolve_run
+from gcbench.results.store import RunStore, load_results, resolve_run
 
 PLOTLY_JS = "plotly.min.js"
 TABLE_COLUMNS = (

@@ -16,17 +16,15 @@ import datetime as dt
 import gzip
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import ConfigError
+from gcbench.files import TMP_PREFIX, atomic_write
 
 if TYPE_CHECKING:
     import pandas as pd
-
-TMP_PREFIX = ".tmp-"
 
 # Columns that describe gcbench's own execution of a cell (wall clock, process) rather
 # than the simulated system; they are the only ones that differ between two runs.
@@ -38,21 +36,6 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     """A sortable UTC timestamp with microseconds, e.g. 20261122T021512.483921Z."""
     now = now or dt.datetime.now(dt.timezone.utc)
     return now.strftime("%Y%m%dT%H%M%S.%fZ")
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file, or all of the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def latest_run(suite_dir: Path) -> Path | None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gcbench.errors import ConfigError
+from gcbench.files import atomic_write
 from gcbench.zoo.catalog import ESPRESSO_MODELS, MODELS
 from gcbench.zoo.profile import ModelProfile, TensorProfile
 
@@ -67,8 +68,6 @@ def to_json(profile: ModelProfile) -> dict[str, Any]:
 
 
 def write_profile(profile: ModelProfile, path: Path) -> None:
-    from gcbench.results.store import atomic_write
-
     atomic_write(path, (json.dumps(to_json(profile), indent=1) + "\n").encode())
 
 

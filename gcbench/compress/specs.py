@@ -1,8 +1,9 @@
 """Compressor specs as they appear in suites: a preset name, `kind:param=value`, or a
 mapping with `kind` and that kind's parameters (a pydantic discriminated union).
 
-Torch-free: these specs only name and check a compressor; `gcbench.compress` (the
-compressor library) builds the real thing from them.
+Torch-free (pydantic and the standard library only): these specs only name and check a
+compressor. They live beside the compressors, which `gcbench.compress.registry` builds
+from them; `gcbench.config` uses them to validate suites without importing torch.
 """
 
 from __future__ import annotations
