@@ -81,7 +81,9 @@ def main() -> None:
         for name in chosen:
             x = tensor_for(name, exponent)
             dst = torch.empty_like(x)
-            copy, comp = median_pair(lambda: dst.copy_(x), compress_fn(name, x), args.pairs)
+            copy, comp = median_pair(
+                lambda dst=dst, x=x: dst.copy_(x), compress_fn(name, x), args.pairs
+            )
             print(
                 f"{name:12s} 2^{exponent:<3d} {copy * 1e3:9.2f} {comp * 1e3:12.2f} "
                 f"{copy / comp:7.3f}"
@@ -91,7 +93,7 @@ def main() -> None:
     for exponent in map(int, args.sizes.split(",")):
         x = tensor_for("fp16", exponent)
         ours, theirs = median_pair(
-            compress_fn("fp16", x), lambda: x.to(torch.float16).div_(1), args.pairs
+            compress_fn("fp16", x), lambda x=x: x.to(torch.float16).div_(1), args.pairs
         )
         print(
             f"  fp16        2^{exponent}: gcbench {ours * 1e3:7.2f} ms  torch hook "
@@ -103,7 +105,7 @@ def main() -> None:
             step = [0]
             out = torch.empty_like(m)
 
-            def full(c=c, step=step, out=out) -> object:
+            def full(c=c, m=m, step=step, out=out) -> object:
                 step[0] += 1
                 p = c.compress(m, "bench#0", step[0])
                 q = c.compress(m, "bench#0", step[0], prev=c.reduce([p]))

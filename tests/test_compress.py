@@ -41,6 +41,13 @@ def test_registry_has_every_kind_of_the_suite_specs():
 
 shapes = st.lists(st.integers(0, 9), min_size=0, max_size=3).map(tuple)
 
+# Worst-case payload of a data-dependent compressor, in units of its `wire_bytes(numel,
+# step)`: threshold's is every element (8 bytes each) and 3LC's the base-3^5 stream with no
+# zero-run saving plus the fp32 scale, both already the worst case; DGC's is the expected k
+# values and indices, and it keeps at most 2k of the elements above its sampled threshold.
+# A data-dependent compressor missing here fails the test below until its bound is stated.
+WORST_CASE_FACTOR = {"threshold": 1, "threelc": 1, "dgc": 2}
+
 
 @pytest.mark.parametrize("name", ALL)
 @settings(max_examples=25, deadline=None)
@@ -56,7 +63,10 @@ def test_round_trip_shape_dtype_and_exact_wire_bytes(name, shape, dtype, step):
     if not c.data_dependent:
         assert p.wire_bytes == c.payload_bytes(tuple(shape), key, step)
     else:
-        assert p.wire_bytes <= max(c.wire_bytes(x.numel(), step), p.wire_bytes)
+        # Data-dependent: `wire_bytes` is data-free, so the payload can only be checked
+        # against the most the compressor can ever send (WORST_CASE_FACTOR).
+        worst = WORST_CASE_FACTOR[name] * c.wire_bytes(x.numel(), step)
+        assert p.wire_bytes <= worst, (p.wire_bytes, worst)
 
 
 @pytest.mark.parametrize("name", [n for n in ALL if not make(n).data_dependent])

@@ -1,5 +1,6 @@
 """The model zoo against published references: parameter totals, tensor counts, sizes,
-FLOPs, the V100 measurements the ByteComp authors published, and measured profiles."""
+FLOPs, the V100 profiles the ByteComp authors published (tensors; the backward times they
+calibrate are checked out of sample in test_calibration.py), and measured profiles."""
 
 from __future__ import annotations
 
@@ -118,15 +119,6 @@ def test_bert_base_forward_flops_are_2_params_tokens_plus_attention():
     # more as a GEMM, the embeddings themselves are lookups), plus attention's two GEMMs.
     expected = 2 * MODELS["bert-base"].params * seq + layers * 2 * (2 * seq * seq * hidden)
     assert sum(op.flops for op in trace.ops) == pytest.approx(expected, rel=0.05)
-
-
-@pytest.mark.parametrize("ref_name", sorted(REFERENCE_MODELS))
-def test_calibrated_v100_backward_within_25pct_of_measurement(ref_name):
-    gaps = reference()[ref_name]["ready_gap_us"]
-    measured = sum(gaps) * 1e-6  # first gradient ready -> last gradient ready
-    profile = model_profile(REFERENCE_MODELS[ref_name], device="v100")
-    simulated = sum(t.backward_s for t in profile.tensors[1:])
-    assert 0.75 <= simulated / measured <= 1.25
 
 
 def test_profile_times_are_positive_and_consistent():
