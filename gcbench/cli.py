@@ -417,8 +417,23 @@ def simulate(
         float, typer.Option("--inter-gbps", help="Gbit/s per machine between machines.")
     ],
     strategy: Annotated[
-        str, typer.Option("--strategy", help="fp32, fp16, allgather or allgather-2level.")
+        str,
+        typer.Option(
+            "--strategy",
+            help="fp32, fp32-2level, fp16, allgather, allgather-2level (alias hitopkcomm).",
+        ),
     ] = "fp32",
+    option: Annotated[
+        str | None,
+        typer.Option(
+            "--option",
+            help="Run every bucket with this option instead of the strategy's, in the form "
+            "`gcbench options` lists, e.g. 'intra:rs gc inter:ag* gd intra:ag'.",
+        ),
+    ] = None,
+    fusion: Annotated[
+        str, typer.Option("--fusion", help="ddp, tensor, or fixed:<bytes>.")
+    ] = "ddp",
     compressor: Annotated[
         str,
         typer.Option("--compressor", help="Preset or kind:param=value (allgather strategies)."),
@@ -452,6 +467,7 @@ def simulate(
                     "model": spec,
                     "compressor": compressor,
                     "strategy": strategy,
+                    "fusion": fusion,
                     "device": device,
                     "network": {"intra": intra, "inter_gbps": inter_gbps},
                     "cluster": {"machines": machines, "gpus_per_machine": gpus_per_machine},
@@ -466,9 +482,14 @@ def simulate(
                 lines.append(f"{flag}: {err['msg'].removeprefix('Value error, ')}")
             raise ConfigError(lines) from None
         from gcbench.sim.chrome import chrome_trace, symmetric_spans
-        from gcbench.sim.wfbp import simulate_cell
+        from gcbench.sim.costs import simulate_cell
 
-        result = simulate_cell(cell)
+        chosen = None
+        if option is not None:
+            from gcbench.sim.options import Option
+
+            chosen = Option.parse(option)
+        result = simulate_cell(cell, chosen)
         if trace is not None:
             from gcbench.files import atomic_write
 
@@ -479,11 +500,13 @@ def simulate(
             atomic_write(trace, json.dumps(data).encode())
     m = result.metrics
     if json_out:
-        typer.echo(json.dumps({"cell": cell.flat(), "metrics": m}, indent=1, default=str))
+        out = {"cell": cell.flat(), "option": chosen.name if chosen else None, "metrics": m}
+        typer.echo(json.dumps(out, indent=1, default=str))
         return
     unit = m["sample_unit"]
+    how = f"option {chosen.name}" if chosen is not None else cell.strategy
     typer.echo(
-        f"{model} · {strategy} · {cell.compressor.label()} · {machines}x{gpus_per_machine} "
+        f"{model} · {how} · {cell.compressor.label()} · {machines}x{gpus_per_machine} "
         f"{intra} · {inter_gbps:g} Gbps · {device}"
     )
     typer.echo(
@@ -660,6 +683,71 @@ def compressors(
     typer.echo("presets:")
     for name, spec in presets.items():
         typer.echo(f"  {name:<14} {spec}")
+
+
+@app.command()
+def options(
+    compressor: Annotated[
+        str, typer.Option("--compressor", help="Preset or kind:param=value, e.g. dgc-1pct.")
+    ] = "dgc",
+    show_all: Annotated[
+        bool, typer.Option("--all", help="List every option (with placements), not only paths.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The compression-option space of ByteComp §4.2 for one compressor: every
+    communication path (flat or hierarchical phases, compressed or not, forwarded or
+    recompressed between compressed phases) and, with --all, every GPU/CPU placement of
+    its compressions and decompressions. Additive compressors may also allreduce or
+    reduce-scatter their payloads; the others give ByteComp's 174 paths and 4,341 options.
+    Any listed option runs with `gcbench simulate --option '...'`."""
+    with _errors():
+        from gcbench.compress import create
+        from gcbench.compress.specs import parse_compressor
+        from gcbench.sim.options import counts, enumerate_options, enumerate_paths
+
+        try:
+            spec = parse_compressor(compressor)
+        except ValueError as e:
+            raise ConfigError([f"--compressor: {e}"]) from None
+        kind = spec["kind"] if isinstance(spec, dict) else compressor
+        c = create(kind, **{k: v for k, v in spec.items() if k != "kind"})
+        additive, splittable = c.additive, c.splittable
+        n = counts(additive=additive)
+        paths = enumerate_paths(additive=additive)
+        every = enumerate_options(additive=additive) if (show_all or json_out) else []
+    props = {"compressor": kind, "additive": additive, "splittable": splittable}
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {
+                    **props,
+                    "counts": n,
+                    "paths": [p.name for p in paths],
+                    "options": [o.name for o in every],
+                },
+                indent=1,
+            )
+        )
+        return
+    traits = [
+        "additive (compressed allreduce and reduce-scatter allowed)"
+        if additive
+        else "not additive",
+        "splittable" if splittable else "not splittable (alltoall by per-chunk compression)",
+    ]
+    typer.echo(f"{kind}: {', '.join(traits)}")
+    typer.echo(
+        f"{n['paths']:,} paths ({n['flat_paths']:,} flat, {n['hierarchical_paths']:,} "
+        f"hierarchical), {n['options']:,} options with GPU/CPU placements "
+        f"({n['flat_options']:,} flat, {n['hierarchical_options']:,} hierarchical)"
+    )
+    typer.echo("phases level:collective (* compressed); gc/cc compress on GPU/CPU, gd/cd "
+               "decompress; placements = 2^(operations)")
+    for o in every if show_all else paths:
+        k = 2 ** len(o.ops)
+        placements = "" if show_all else f"  [{k} placement{'s' if k > 1 else ''}]"
+        typer.echo(f"  {o.name}{placements}")
 
 
 def main() -> None:

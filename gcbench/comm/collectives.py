@@ -102,6 +102,14 @@ def collective_s(collective: str, nbytes: float, n: int, link: Link) -> float:
     return steps * link.latency_s + factor * nbytes / link.effective_Bps
 
 
+def copy_s(nbytes: float, link: Link) -> float:
+    """A point-to-point copy of S bytes over one link (a GPU <-> host PCIe copy):
+    alpha + S/(eta B); nothing to copy costs nothing."""
+    if nbytes <= 0:
+        return 0.0
+    return link.latency_s + nbytes / link.effective_Bps
+
+
 def allreduce_s(nbytes: float, n: int, link: Link) -> float:
     """Ring allreduce: 2(n-1)alpha + 2(n-1)/n * S/(eta B) (same as `ring_allreduce_s`)."""
     return collective_s("allreduce", nbytes, n, link)

@@ -51,6 +51,7 @@ from typing import Literal
 from gcbench.comm.collectives import (
     Link,
     allgather_s,
+    collective_s,
     reduce_scatter_s,
     ring_allreduce_s,
     ring_allreduce_wire_bytes,
@@ -242,3 +243,49 @@ def flat_allreduce_s(nbytes: float, machines: int, machine: Machine, inter: Link
     ring edge carries 2(N-1)/N * S, so the slowest edge sets the pace."""
     n = machines * machine.gpus
     return ring_allreduce_s(nbytes, n, slowest_link(machine, inter if machines > 1 else None))
+
+
+def machine_collective_s(collective: str, nbytes: float, machine: Machine) -> float:
+    """Any collective of DESIGN §7 over the GPUs of one machine (S as in
+    `gcbench.comm.collectives`: the whole array, or one rank's payload for `alltoall`,
+    `allgather_payload` and `gather`).
+
+    An NVLink machine (or a PCIe machine with one switch) runs one ring at the GPU link.
+    A two-switch PCIe machine (q GPUs per switch, s switches, the cross path shared by the
+    q parallel cross-switch groups) runs each collective in two steps, so that little
+    crosses between switches:
+
+    - reduce-scatter, allgather, allreduce: `intra_reduce_scatter_s` / `intra_allgather_s`;
+    - alltoall: inside each switch, then across: (s-1)alpha_x + (s-1)/s * q*S / (eta_x B_x);
+    - allgather of payloads: across switches (q groups share the path), then inside each
+      switch the s payloads every GPU holds;
+    - gather: the root's own link carries all G-1 payloads and the cross path the G-q from
+      the other switches; the slower of the two sets the time;
+    - broadcast, reduce: a pipelined chain through every GPU at the slowest link.
+    """
+    name = collective.replace("-", "_").lower()
+    G = machine.gpus
+    if G <= 1 or nbytes <= 0:
+        return 0.0
+    if machine.switches == 1:
+        return collective_s(name, nbytes, G, machine.intra)
+    q, s, cross = machine.gpus_per_switch, machine.switches, machine.cross_link
+    if name == "reduce_scatter":
+        return intra_reduce_scatter_s(nbytes, machine)
+    if name == "allgather":
+        return intra_allgather_s(nbytes, machine)
+    if name == "allreduce":
+        return intra_allreduce_s(nbytes, machine)
+    if name == "alltoall":
+        return collective_s(name, nbytes, q, machine.intra) + collective_s(
+            name, q * nbytes, s, cross
+        )
+    if name == "allgather_payload":
+        return collective_s(name, q * nbytes, s, cross) + collective_s(
+            name, s * nbytes, q, machine.intra
+        )
+    if name == "gather":
+        own_link = collective_s(name, nbytes, G, machine.intra)
+        via_cross = collective_s(name, nbytes * (G - q) / (G - 1), G, cross)
+        return max(own_link, via_cross)
+    return collective_s(name, nbytes, G, slowest_link(machine))

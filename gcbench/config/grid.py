@@ -39,8 +39,8 @@ def expand(suite: Suite, only: Iterable[Mapping[str, Any]] = ()) -> list[Cell]:
     """
     g = suite.grid
     cells: dict[str, Cell] = {}
-    for model, comp, net, cluster, strategy in itertools.product(
-        g.model, g.compressor, g.network, g.cluster, g.strategy
+    for model, comp, net, cluster, strategy, fusion in itertools.product(
+        g.model, g.compressor, g.network, g.cluster, g.strategy, g.fusion
     ):
         if strategy in COMPRESSOR_FREE_STRATEGIES:
             comp = NoneSpec(kind="none")
@@ -50,6 +50,7 @@ def expand(suite: Suite, only: Iterable[Mapping[str, Any]] = ()) -> list[Cell]:
             network=net,
             cluster=cluster,
             strategy=strategy,
+            fusion=fusion,
             device=suite.device,
             mode=suite.mode,
             seed=suite.seed,

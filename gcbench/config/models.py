@@ -150,8 +150,28 @@ class Cluster(_Frozen):
         return self.machines * self.gpus_per_machine
 
 
-# Strategies the simulate backend runs today; the planner and baseline issues add more.
-Strategy = Literal["fp32", "fp32-2level", "fp16", "allgather", "allgather-2level"]
+# Named strategies (presets over the options of `gcbench.sim.options`); an alias is
+# stored under its canonical name, so its cells share their ids.
+STRATEGY_ALIASES = {"hitopkcomm": "allgather-2level"}  # HiTopKComm (ByteComp §5)
+
+
+def _canonical_strategy(value: Any) -> Any:
+    return STRATEGY_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+Strategy = Annotated[
+    Literal["fp32", "fp32-2level", "fp16", "allgather", "allgather-2level"],
+    BeforeValidator(_canonical_strategy),
+]
+# How gradients are fused into buckets: PyTorch DDP's (1 MiB, then 25 MiB), one bucket
+# per tensor, or buckets of at most a fixed number of bytes.
+Fusion = Annotated[
+    str,
+    Field(
+        pattern=r"^(ddp|tensor|fixed:[1-9][0-9]*)$",
+        description="ddp (1 MiB then 25 MiB buckets), tensor, or fixed:<bytes>",
+    ),
+]
 # Strategies that use no compressor run once, with compressor `none` (DESIGN §4).
 COMPRESSOR_FREE_STRATEGIES = frozenset({"fp32", "fp32-2level", "fp16"})
 
@@ -171,6 +191,7 @@ class Grid(_Frozen):
     network: _axis(Network)  # type: ignore[valid-type]
     cluster: _axis(Cluster)  # type: ignore[valid-type]
     strategy: _axis(Strategy) = Field(default_factory=lambda: ["fp32"])  # type: ignore[valid-type]
+    fusion: _axis(Fusion) = Field(default_factory=lambda: ["ddp"])  # type: ignore[valid-type]
 
 
 # Keys a filter (`include`, `exclude`, `--only`) may test: the flat config columns of a cell.
@@ -181,6 +202,7 @@ FILTER_KEYS = (
     "compressor",
     "compressor_kind",
     "strategy",
+    "fusion",
     "machines",
     "gpus_per_machine",
     "gpus",
@@ -247,6 +269,7 @@ class Cell(_Frozen):
     network: Network
     cluster: Cluster
     strategy: Strategy
+    fusion: Fusion = "ddp"
     device: DeviceName = "v100"
     mode: Literal["simulate"] = "simulate"
     seed: int = 0
@@ -273,6 +296,7 @@ class Cell(_Frozen):
             "compressor_kind": self.compressor.kind,
             "compressor_params": json.dumps(self.compressor.params(), sort_keys=True),
             "strategy": self.strategy,
+            "fusion": self.fusion,
             "machines": c.machines,
             "gpus_per_machine": c.gpus_per_machine,
             "gpus": c.gpus,

@@ -1,31 +1,31 @@
-"""A deterministic discrete-event engine for one iteration's timeline.
+"""A deterministic timeline of jobs on streams, each stream serving in a fixed order.
 
-Work is a set of `Job`s, each on one stream (a GPU's compute stream, a link direction, a
-CPU core, one inter-machine ring) with a duration and the jobs it depends on. Every stream
-serves its jobs in the fixed order they were added to it — tensor index, then phase, as
-NCCL launches collectives in the same order on every rank (DESIGN §5) — never in arrival
-order; that keeps the timeline monotone: more bandwidth never lengthens a plan. A job
-starts when it is at the head of its stream and all its dependencies have finished:
-start = max(stream free, dependencies' ends).
+Work is a set of `Job`s, each on one stream (a GPU's compute stream, a link, a CPU core)
+with a duration and the jobs it depends on. Every stream serves its jobs in the order
+they were added to it — never in arrival order (DESIGN §5): NCCL launches collectives in
+the same order on every rank, and a fixed order keeps the timeline monotone (more
+bandwidth, more cores or cheaper compression never lengthen a plan). A job starts when the
+job before it on its stream and all its dependencies have finished:
 
-Events (job completions) sit in a heap ordered by (time, priority, sequence number), so
-ties resolve the same way on every run. No framework imports: plain Python, fast enough
-for thousands of jobs per millisecond-scale simulation.
+    start = max(end of the stream's previous job, ends of its dependencies)
+
+A job can only depend on jobs added before it, and its stream predecessor was added
+before it too, so the order of `add` calls is a topological order: each job is timed the
+moment it is added, in O(1). One iteration is this recurrence over its jobs — the exact
+kernel the planner scores candidates with. No framework imports.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import heapq
 from collections.abc import Iterator
 
 
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector: building and timing thousands of linked
-    jobs would otherwise trigger collections whose cost grows with the live jobs, making a
-    large timeline superlinear."""
+    """Pause Python's cyclic garbage collector: building thousands of linked jobs would
+    otherwise trigger collections whose cost grows with the live jobs."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -36,34 +36,31 @@ def no_gc() -> Iterator[None]:
 
 
 class Job:
-    """One piece of work on one stream; `start_s`/`end_s` are set by `Timeline.run`.
-    Has the attributes of a `Span`, so metrics can sweep jobs directly."""
+    """One piece of work on one stream, timed when added. Has the attributes of a `Span`,
+    so metrics can sweep jobs directly."""
 
-    __slots__ = ("stream", "name", "kind", "dur_s", "bytes", "deps", "start_s", "end_s",
-                 "waiting", "dependents")  # fmt: skip
+    __slots__ = ("stream", "name", "kind", "dur_s", "bytes", "start_s", "end_s")
     worker = 0
 
     def __init__(
-        self, stream: str, name: str, kind: str, dur_s: float, nbytes: int, deps: tuple[Job, ...]
+        self, stream: str, name: str, kind: str, dur_s: float, nbytes: float, start_s: float
     ):
         self.stream = stream
         self.name = name
-        self.kind = kind  # forward | backward | compress | decompress | comm | update
-        self.dur_s = dur_s if dur_s > 0 else 0.0
+        self.kind = kind  # forward | backward | compress | decompress | comm | copy | update
+        self.dur_s = dur_s
         self.bytes = nbytes
-        self.deps = deps
-        self.start_s = -1.0
-        self.end_s = -1.0
-        self.waiting = 0  # dependencies not yet finished
-        self.dependents: list[Job] = []
+        self.start_s = start_s
+        self.end_s = start_s + dur_s
 
 
 class Timeline:
-    """Streams of jobs in fixed service order; `run()` times them."""
+    """Streams of jobs in the order they are added; each job timed on `add`."""
 
     def __init__(self) -> None:
-        self.order: dict[str, list[Job]] = {}
+        self.free: dict[str, float] = {}  # each stream's last end
         self.jobs: list[Job] = []
+        self.end_s = 0.0
 
     def add(
         self,
@@ -72,72 +69,20 @@ class Timeline:
         kind: str,
         dur: float,
         deps: tuple[Job, ...] = (),
-        nbytes: int = 0,
+        nbytes: float = 0,
     ) -> Job:
-        """Append a job to `stream`'s service order."""
-        job = Job(stream, name, kind, dur, nbytes, deps)
-        queue = self.order.get(stream)
-        if queue is None:
-            self.order[stream] = queue = []
-        queue.append(job)
+        """Append a job to `stream`'s service order and time it."""
+        start = self.free.get(stream, 0.0)
+        for d in deps:
+            if d.end_s > start:
+                start = d.end_s
+        job = Job(stream, name, kind, dur if dur > 0 else 0.0, nbytes, start)
+        self.free[stream] = job.end_s
+        if job.end_s > self.end_s:
+            self.end_s = job.end_s
         self.jobs.append(job)
         return job
 
     def run(self) -> float:
-        """Time every job; returns when the last one ends (0 with no jobs)."""
-        with no_gc():
-            return self._run()
-
-    def _run(self) -> float:
-        for job in self.jobs:
-            job.waiting = len(job.deps)
-            job.dependents = []
-            job.start_s = job.end_s = -1.0
-        for job in self.jobs:
-            for d in job.deps:
-                d.dependents.append(job)
-        head = {s: 0 for s in self.order}
-        free = {s: 0.0 for s in self.order}
-        rank = {s: i for i, s in enumerate(self.order)}
-        heap: list[tuple[float, int, int, Job]] = []
-        seq = 0
-
-        def try_start(stream: str) -> None:
-            nonlocal seq
-            queue = self.order[stream]
-            i = head[stream]
-            if i >= len(queue) or queue[i].start_s >= 0:
-                return
-            job = queue[i]
-            if job.waiting:
-                return
-            start = free[stream]
-            for d in job.deps:
-                if d.end_s > start:
-                    start = d.end_s
-            job.start_s = start
-            job.end_s = start + job.dur_s
-            heapq.heappush(heap, (job.end_s, rank[stream], seq, job))
-            seq += 1
-
-        for stream in self.order:
-            try_start(stream)
-        last = 0.0
-        done = 0
-        while heap:
-            time, _, _, job = heapq.heappop(heap)
-            last = time if time > last else last
-            done += 1
-            free[job.stream] = job.end_s
-            head[job.stream] += 1
-            try_start(job.stream)
-            for dep in job.dependents:
-                dep.waiting -= 1
-                if dep.waiting == 0:
-                    try_start(dep.stream)
-        for job in self.jobs:  # drop the back-references: no reference cycles remain, so
-            job.dependents = []  # refcounting frees a timeline at once, never the cyclic GC
-        if done != len(self.jobs):
-            stuck = next(j for j in self.jobs if j.start_s < 0)
-            raise RuntimeError(f"timeline deadlock at {stuck.stream}:{stuck.name}")
-        return last
+        """When the last job ends (0 with no jobs). Jobs are timed as they are added."""
+        return self.end_s

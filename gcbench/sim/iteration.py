@@ -1,98 +1,119 @@
 """The iteration model: one data-parallel training iteration as jobs on streams.
 
-Worker 0's timeline (all workers are symmetric): the forward pass, then backward tensors
-in gradient order on the `compute` stream; gradients fused into buckets (PyTorch DDP by
-default); each bucket's *compression option* executed as its phases — GPU
-(de)compression on `compute` (it delays later backward work), communication on its
-link's stream (`intra`, `inter_tx`, `ring:<i>` for the i-th parallel inter-machine ring)
-— and the optimizer update once every aggregated gradient is in. Streams serve their jobs
-in the fixed order they are added (bucket index, then phase), never in arrival order
-(`gcbench.sim.engine`).
+Worker 0's timeline (data-parallel workers are symmetric): the forward pass, then the
+backward tensors in gradient order on the `compute` stream; gradients fused into buckets
+(`fuse`: PyTorch DDP by default); each bucket's *option* (`gcbench.sim.options`) executed
+phase by phase, every duration from `gcbench.comm` and the cell's compression costs; the
+optimizer update once every aggregated gradient is in.
 
-An `Option` is the small data type the ByteComp planner enumerates (bytecomp.txt §4):
-compress or not, on the GPU (CPU offload arrives with the planner), flat or two-level
-(hierarchical: reduce-scatter inside the machine, the inter-machine collective on 1/G of
-the data, allgather inside), and the collective (allreduce for dense or additive data,
-allgather for the rest). Named strategies build a plan for every bucket:
+**Streams** (each serves its jobs in the order they are added, `gcbench.sim.engine`):
+`compute` (worker 0's GPU), `cpu:<i>` (worker 0's share of its machine's CPU pool),
+`pcie:d2h` and `pcie:h2d` (GPU -> host and host -> GPU copies, separate directions),
+`intra` (the machine's NVLink or PCIe fabric), `inter_tx` (the machine's NICs: every
+phase that crosses machines; the parallel rings of one phase run as one job at the rate
+`gcbench.comm.ring_share_link` gives them), and `root:<level>:<r>` for work that the root
+of a rooted collective does when that root is not worker 0.
 
-- `fp32`: dense ring allreduce over every GPU (flat);
-- `fp32-2level`: hierarchical allreduce — intra reduce-scatter, G parallel inter-machine
-  ring allreduces of 1/G each sharing the NICs, intra allgather (NCCL's tree/ring
-  hierarchy, Horovod's hierarchical allreduce);
-- `fp16`: cast on the GPU after backward, fp16 allreduce, cast back at the end;
-- `allgather`: the cell's compressor on every bucket, flat allgather of the payloads, then
-  n−1 decompressions and the sum on the GPU (ByteComp Table 2's one-level option);
-- `allgather-2level`: intra reduce-scatter, compress 1/G, inter-machine allgather over
-  the M machines, M−1 decompressions, intra allgather (ByteComp's two-level option).
+**The GPU rule** (DESIGN §7: GPU compression competes with backward, but never holds the
+GPU idle while backward work is ready). The compute stream serves, in this fixed order:
+the forward pass; the backward tensors, each bucket's *bucket-fed* GPU work (what runs
+before the bucket's first phase: its first compression, its fp16 cast) right after the
+bucket's last tensor; then, after the last backward tensor, every other GPU operation
+(the ones that wait on communication), bucket by bucket; then the update. Before the last
+backward tensor the stream thus holds only work whose input is already computed, so the
+GPU is never idle while backward work is ready. The price: a compression that waits on a
+first communication phase (two-level schemes) runs after backward, not beside it.
+Everything downstream of such an operation is issued after backward too, so each stream's
+order is (pass, bucket, phase): pass 1 during backward, pass 2 after.
+
+**The CPU pool** (DESIGN §5: a machine's `cpu_cores` are shared by its G GPUs). Worker 0
+gets c = cores / G of them: floor(c) cores when c >= 1, otherwise one core running at
+speed c. A bucket's CPU operations run on core b mod floor(c), in (pass, bucket, phase)
+order. A CPU operation reads host memory: the bucket is copied device -> host first when
+it is on the GPU, and back host -> device before a GPU operation, an intra-machine phase
+(GPU-to-GPU copies need device memory), or the end. Phases that cross machines send from
+pinned host memory as well as from the GPU (BytePS-style), so they need no copy. The copy
+streams serve in (pass, bucket, phase) order like every other.
+
+**Rooted collectives** (reduce, gather, broadcast) rotate their root: in a group of n
+ranks, bucket b's root is rank b mod n (HiPress §, BytePS's partition placement). Worker 0
+is rank 0 of each of its groups. When it is the root, the aggregation between the first
+step and the broadcast runs on its own streams; otherwise on `root:<level>:<r>` (that GPU
+runs it after its own backward, like worker 0's deferred work), and worker 0 waits.
+
+**Data and payloads.** A phase's size argument follows `gcbench.comm.collectives`: the
+whole array, or one rank's payload. Each rank decompresses every payload it holds except
+its own (it still has its own contribution uncompressed); forwarding multiplies the
+payloads held. An unsplittable compressor compresses per chunk when an alltoall follows.
+A job's `bytes` is the mean bytes one GPU sends in it (all bytes on the wire / GPUs), so
+the trace's bytes add up to the `wire_bytes` metric.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import lru_cache
+from typing import Any
 
-from gcbench.comm import Link, Machine, cost_shape, ring_share_link, slowest_link
+from gcbench.comm import (
+    Link,
+    Machine,
+    copy_s,
+    cost_shape,
+    machine_collective_s,
+    ring_share_link,
+    slowest_link,
+    wire_bytes,
+)
+from gcbench.errors import ConfigError
 from gcbench.sim.engine import Job, Timeline, no_gc
+from gcbench.sim.options import SECOND_STEP, Op, Option, check
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.profile import ModelProfile
 
 FIRST_BUCKET_BYTES = 1 * 2**20  # PyTorch DDP: a small first bucket so communication
 BUCKET_BYTES = 25 * 2**20  # starts early, then 25 MiB buckets
+# GPU <-> host copies when the cell gives none: PCIe 3.0 x16, 10 us, 80% of line rate.
+DEFAULT_PCIE = Link(15.75e9, 10e-6, 0.8)
 
 
-@dataclass(frozen=True)
-class Option:
-    """How one bucket is communicated; `where="cpu"` offloads (de)compression to the
-    machine's CPU pool after a PCIe copy (flat allgather)."""
-
-    compress: bool = False
-    where: Literal["gpu", "cpu"] = "gpu"
-    hierarchy: Literal["flat", "two-level"] = "flat"
-    collective: Literal["allreduce", "allgather"] = "allreduce"
-    cast: bool = False  # fp16: a cast instead of a compressor (additive, allreduced)
+def _zero(_elements: float) -> float:
+    return 0.0
 
 
-FP32 = Option()
-FP32_2LEVEL = Option(hierarchy="two-level")
-FP16 = Option(compress=True, cast=True)
-ALLGATHER = Option(compress=True, collective="allgather")
-ALLGATHER_2LEVEL = Option(compress=True, collective="allgather", hierarchy="two-level")
-STRATEGIES: dict[str, Option] = {
-    "fp32": FP32,
-    "fp32-2level": FP32_2LEVEL,
-    "fp16": FP16,
-    "allgather": ALLGATHER,
-    "allgather-2level": ALLGATHER_2LEVEL,
-}
+def _dense_fp32(elements: float) -> float:
+    return 4 * elements
 
 
 @dataclass(frozen=True)
 class Costs:
-    """Everything the timeline needs besides the profile, as plain numbers/functions."""
+    """Everything the timeline needs besides the profile and the plan, with units in the
+    names: `*_s` functions take a number of elements and return seconds."""
 
     machines: int
     gpus_per_machine: int
-    intra: Link
-    inter: Link  # one machine's NICs towards the network
-    nics: int = 1  # NICs per machine; the two-level option's G rings share them
-    cast_s: Any = None  # numel -> seconds for an fp32 <-> fp16 cast (one way)
-    compress_s: Any = None  # numel -> seconds to compress on the GPU
-    decompress_s: Any = None  # numel -> seconds to decompress one payload on the GPU
-    payload_bytes: Any = None  # numel -> bytes of one compressed payload
-    cpu_compress_s: Any = None  # numel -> seconds on one CPU core (CPU offload)
-    cpu_decompress_s: Any = None
-    cpu_cores: int = 16  # the CPU-compression pool of one machine
-    pcie: Link | None = None  # GPU <-> host copies for CPU offload
+    machine: Machine  # one machine's GPUs and fabric (NVLink, or two-switch PCIe)
+    inter: Link  # one machine's NICs together (their total line rate)
+    nics: int = 1  # the parallel inter-machine rings of one phase are spread over them
+    pcie: Link = DEFAULT_PCIE  # one GPU's link to host memory
+    cpu_cores: int = 16  # the machine's CPU-compression pool, shared by its GPUs
+    cast_s: Callable[[float], float] = _zero  # fp32 <-> fp16 cast on the GPU, one way
+    compress_s: Callable[[float], float] = _zero  # GPU, one compression
+    decompress_s: Callable[[float], float] = _zero  # GPU, one payload
+    cpu_compress_s: Callable[[float], float] = _zero  # one CPU core
+    cpu_decompress_s: Callable[[float], float] = _zero
+    payload_bytes: Callable[[float], float] = _dense_fp32  # one payload of that many elements
+    # Bytes of each tensor's payload compressed alone (gradient order), for compressors
+    # whose payload depends on the shape (low-rank): a bucket then uses its tensors' ratio.
+    tensor_payload_bytes: tuple[float, ...] | None = None
+    additive: bool = False  # the compressor's payloads sum to a valid payload
+    splittable: bool = True  # one payload splits into per-destination chunks
+    compressor: str = "none"  # named in error messages
 
     @property
     def gpus(self) -> int:
         return self.machines * self.gpus_per_machine
-
-    def flat_link(self) -> Link:
-        """A ring over every GPU moves at the slower of NVLink/PCIe and the NIC, waiting at
-        each step for the larger latency (`gcbench.comm.slowest_link`)."""
-        machine = Machine(self.gpus_per_machine, self.intra)
-        return slowest_link(machine, self.inter if self.machines > 1 else None)
 
 
 @dataclass
@@ -101,6 +122,10 @@ class Plan:
 
     buckets: list[list[int]]
     options: list[Option]
+
+    @classmethod
+    def uniform(cls, buckets: list[list[int]], option: Option) -> Plan:
+        return cls(buckets, [option] * len(buckets))
 
 
 def ddp_buckets(sizes: list[int]) -> list[list[int]]:
@@ -120,25 +145,37 @@ def ddp_buckets(sizes: list[int]) -> list[list[int]]:
     return buckets
 
 
+FUSION_HELP = "ddp (PyTorch DDP buckets: 1 MiB, then 25 MiB), tensor, or fixed:<bytes>"
+
+
+def parse_fusion(policy: str) -> int | str:
+    """`ddp`, `tensor`, or the byte cap of `fixed:<bytes>`; ConfigError otherwise."""
+    if policy in ("ddp", "tensor"):
+        return policy
+    kind, _, cap = policy.partition(":")
+    if kind == "fixed" and cap.strip().isdigit() and int(cap) > 0:
+        return int(cap)
+    raise ConfigError([f"fusion {policy!r}: expected {FUSION_HELP}"])
+
+
 def fuse(profile: ModelProfile, policy: str = "ddp") -> list[list[int]]:
-    """Fusion policies: `ddp`, `tensor` (one bucket per tensor), `fixed:<bytes>`."""
+    """Fusion policies: `ddp`, `tensor` (one bucket per tensor), `fixed:<bytes>` (a bucket
+    takes tensors while it stays within the cap; a larger tensor is a bucket alone)."""
     sizes = [t.numel * 4 for t in profile.tensors]
-    if policy == "ddp":
+    rule = parse_fusion(policy)
+    if rule == "ddp":
         return ddp_buckets(sizes)
-    if policy == "tensor":
+    if rule == "tensor":
         return [[i] for i in range(len(sizes))]
-    if policy.startswith("fixed:"):
-        cap = int(policy.split(":", 1)[1])
-        out: list[list[int]] = [[]]
-        filled = 0
-        for i, s in enumerate(sizes):
-            if out[-1] and filled + s > cap:
-                out.append([])
-                filled = 0
-            out[-1].append(i)
-            filled += s
-        return [b for b in out if b]
-    raise ValueError(f"unknown fusion policy {policy!r}; valid: ddp, tensor, fixed:<bytes>")
+    out: list[list[int]] = [[]]
+    filled = 0
+    for i, s in enumerate(sizes):
+        if out[-1] and filled + s > rule:  # type: ignore[operator]
+            out.append([])
+            filled = 0
+        out[-1].append(i)
+        filled += s
+    return [b for b in out if b]
 
 
 @dataclass
@@ -149,8 +186,75 @@ class Result:
 
     def spans(self, worker: int = 0) -> list[Span]:
         return [
-            Span(worker, j.stream, j.name, j.kind, j.start_s, j.dur_s, j.bytes) for j in self.jobs
+            Span(worker, j.stream, j.name, j.kind, j.start_s, j.dur_s, j.bytes)
+            for j in self.jobs
         ]
+
+
+@lru_cache(maxsize=65536)
+def _checked(option: Option, additive: bool, compressor: str) -> tuple:
+    """Check `option` once per compressor kind; returns its phases' layout: for each step,
+    whether a phase is the second step of a divisible pair."""
+    check(option, additive=additive, compressor=compressor)
+    second = []
+    prev = None
+    for s in option.steps:
+        if isinstance(s, Op):
+            second.append(False)
+            continue
+        second.append(
+            prev is not None
+            and prev.level == s.level
+            and SECOND_STEP.get(prev.collective) == s.collective
+        )
+        prev = s
+    return tuple(second)
+
+
+class _Ctx:
+    """Per-simulation constants: group sizes, links, the CPU share, cost caches."""
+
+    def __init__(self, costs: Costs, numel: list[int]):
+        c = costs
+        self.c = c
+        self.M, self.G = c.machines, c.gpus_per_machine
+        self.N = self.M * self.G
+        self.n = {"flat": self.N, "intra": self.G, "inter": self.M}
+        self.flat_link = slowest_link(c.machine, c.inter if self.M > 1 else None)
+        self.ring_links = {r: ring_share_link(c.inter, c.nics, r) for r in {1, self.G}}
+        share = c.cpu_cores / self.G
+        self.cores = max(1, int(share))
+        self.cpu_speed = min(1.0, share)
+        self.numel = numel
+
+        self._shapes: dict[tuple[str, str, int], tuple[float, float, float] | None] = {}
+
+    def comm(self, level: str, name: str, nbytes: float, rings: int) -> tuple[float, float]:
+        """(seconds, mean bytes one GPU sends) of one phase; the rings of an inter phase
+        share the NICs. Both are affine in the size except on two-switch PCIe machines,
+        so their coefficients are computed once per simulation."""
+        key = (level, name, rings)
+        if key not in self._shapes:
+            self._shapes[key] = self._shape(level, name, rings)
+        shape = self._shapes[key]
+        if shape is None:  # two-switch PCIe machine: a two-step collective
+            seconds = machine_collective_s(name, nbytes, self.c.machine)
+            return seconds, wire_bytes(name, nbytes, self.G)
+        a, b, w = shape
+        return (a + b * nbytes if nbytes > 0 and b else 0.0), w * nbytes
+
+    def _shape(self, level: str, name: str, rings: int) -> tuple[float, float, float] | None:
+        n = self.n[level]
+        if level == "inter":
+            link, share = self.ring_links[rings], rings / self.G
+        elif level == "flat" and self.M > 1:
+            link, share = self.flat_link, 1.0
+        elif self.c.machine.switches == 1:
+            link, share = self.c.machine.intra, 1.0
+        else:
+            return None
+        steps, factor = cost_shape(name, n)
+        return steps * link.latency_s, factor / link.effective_Bps, wire_bytes(name, 1.0, n) * share
 
 
 def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = True) -> Result:
@@ -159,129 +263,192 @@ def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = 
         return _simulate(profile, costs, plan, keep_jobs)
 
 
-class _Cost:
-    """A collective's time over a fixed link and rank count: a + b * bytes (the shape
-    from `gcbench.comm.cost_shape`, computed once per simulation)."""
+# A lowered step: (stream, kind, seconds, bytes, label, after_backward)
+_Step = tuple[str, str, float, float, str, bool]
 
-    __slots__ = ("a", "b")
 
-    def __init__(self, collective: str, n: int, link: Link):
-        steps, factor = cost_shape(collective, n)
-        self.a = steps * link.latency_s
-        self.b = factor / link.effective_Bps
+def _lower(option: Option, bucket: list[int], b: int, x: _Ctx) -> tuple[list[_Step], int]:
+    """One bucket's option as a chain of steps, and the index of the first step that must
+    wait for backward to end (len(steps) when none)."""
+    c = x.c
+    second = _checked(option, c.additive, c.compressor)
+    elements = float(sum(x.numel[i] for i in bucket))
+    payload: Callable[[float], float] = c.payload_bytes
+    if c.tensor_payload_bytes is not None:  # low-rank: this bucket's tensors' own ratio
+        ratio = sum(c.tensor_payload_bytes[i] for i in bucket) / max(4 * elements, 1.0)
+        payload = lambda e: 4 * e * ratio  # noqa: E731
 
-    def __call__(self, nbytes: float) -> float:
-        return self.a + self.b * nbytes if nbytes > 0 and self.b else 0.0
+    bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
+    G = x.G
+    steps: list[_Step] = []
+    defer_at = -1  # first step that waits for backward
+    tag = f"bucket {b}"
+
+    def emit(stream: str, kind: str, dur: float, nbytes: float, label: str, gpu: bool) -> None:
+        nonlocal defer_at
+        deferred = gpu and (started or stream != "compute")
+        if deferred and defer_at < 0:
+            defer_at = len(steps)
+        steps.append((stream, kind, dur, nbytes, label, deferred and stream != "compute"))
+
+    started = False  # a phase has run: later GPU work waits on communication
+    e, slices, k, held = elements, 1, 1, 0.0
+    comp, own, loc, rings = False, True, "gpu", G
+    frames: list[list[Any]] = []  # rooted sections: [level, actor, changed]
+    actor = "w0"
+    core = f"cpu:{b % x.cores}"
+
+    def copy(to: str) -> None:
+        nonlocal loc
+        nbytes = held if comp else bpe * e * slices
+        d = copy_s(nbytes, c.pcie)
+        if actor == "w0":
+            emit("pcie:h2d" if to == "gpu" else "pcie:d2h", "copy", d, 0, f"{tag} copy", False)
+        else:
+            emit(actor, "copy", d, 0, f"{tag} copy", False)
+        loc = to
+
+    if option.fp16:
+        emit("compute", "compress", c.cast_s(elements), 0, f"{tag} cast fp16", True)
+    for si, s in enumerate(option.steps):
+        if isinstance(s, Op):
+            on_gpu = s.where == "gpu"
+            if loc != s.where.replace("cpu", "host"):
+                copy("gpu" if on_gpu else "host")
+            if actor == "w0":
+                stream = "compute" if on_gpu else core
+            else:
+                stream = actor if on_gpu else actor + ":cpu"
+            speed = 1.0 if on_gpu else x.cpu_speed
+            if s.op == "c":
+                chunks = 1
+                if not c.splittable:  # compress per chunk for the alltoalls ahead
+                    for t in option.steps[si + 1 :]:
+                        if isinstance(t, Op):
+                            break
+                        if t.collective == "alltoall":
+                            chunks *= x.n[t.level]
+                per = e / chunks
+                f = c.compress_s if on_gpu else c.cpu_compress_s
+                emit(stream, "compress", chunks * f(per) / speed, 0, f"{tag} compress", on_gpu)
+                held, k, own, comp = chunks * payload(per), 1, True, True
+                if frames:
+                    frames[-1][2] = True
+            else:
+                count = slices * k - (1 if own else 0)
+                if count > 0:
+                    f = c.decompress_s if on_gpu else c.cpu_decompress_s
+                    emit(stream, "decompress", count * f(e) / speed, 0, f"{tag} decompress", on_gpu)
+                e, slices, k, held, comp = e * slices, 1, 1, 0.0, False
+            continue
+        # a phase
+        level, coll = s.level, s.collective
+        n = x.n[level]
+        started = True
+        if loc == "host" and (level == "intra" or (level == "flat" and x.M == 1)):
+            copy("gpu")  # GPU-to-GPU inside a machine needs device memory
+        if coll in ("reduce", "gather") and n > 1:
+            root = b % n
+            frames.append([level, actor, False])
+            if root:
+                actor = f"root:{level}:{root}"
+        if n <= 1:
+            continue  # a group of one: nothing to send (a rooted pair pushed no section)
+        name = "allgather_payload" if comp and coll == "allgather" else coll
+        if comp:
+            size = held
+        elif coll == "allgather":  # second step: the whole array of n shards
+            size = bpe * e * n
+        else:
+            size = bpe * e
+        dur, sent = x.comm(level, name, size, rings if level == "inter" else G)
+        stream = "inter_tx" if level == "inter" or (level == "flat" and x.M > 1) else "intra"
+        emit(stream, "comm", dur, sent, f"{tag} {s.token}", False)
+        # what the rank holds afterwards
+        if coll == "reduce_scatter":
+            e /= n
+            if comp:
+                held, k, own = held / n, 1, False
+            if level == "intra":
+                rings = G
+        elif coll == "alltoall":
+            e /= n
+            k *= n
+            if level == "intra":
+                rings = G
+        elif coll == "allgather":
+            if comp:
+                held *= n
+                if second[si]:
+                    slices *= n
+                else:
+                    k *= n
+            else:
+                e *= n
+        elif coll == "allreduce":
+            if comp:
+                k, own = 1, False
+        elif coll in ("reduce", "gather"):
+            if comp:
+                held *= n
+                k *= n
+            if level == "intra":
+                rings = 1
+        elif coll == "broadcast" and frames and frames[-1][0] == level:
+            _, outer, changed = frames.pop()
+            if actor != "w0" and changed:
+                own = False  # worker 0 receives the root's recompressed aggregate
+            actor = outer
+    if loc == "host":
+        copy("gpu")
+    if option.fp16:
+        emit("compute", "decompress", c.cast_s(elements), 0, f"{tag} cast fp32", True)
+    return steps, (defer_at if defer_at >= 0 else len(steps))
 
 
 def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) -> Result:
     tl = Timeline()
     numel = [t.numel for t in profile.tensors]
-    last = tl.add("compute", "forward", "forward", profile.forward_s)
-    n, m, g = costs.gpus, costs.machines, costs.gpus_per_machine
-    flat, ring_link = costs.flat_link(), _ring_link(costs)
-    flat_stream = "intra" if m == 1 else "inter_tx"
-    ring = "ring:0"  # worker 0 is in ring 0 of the G identical inter-machine rings
-    ar_flat = _Cost("allreduce", n, flat)
-    ag_payload_flat = _Cost("allgather_payload", n, flat)
-    rs_intra = _Cost("reduce_scatter", g, costs.intra)
-    ag_intra = _Cost("allgather", g, costs.intra)
-    ar_ring = _Cost("allreduce", m, ring_link)
-    ag_payload_ring = _Cost("allgather_payload", m, ring_link)
-    finals: list[Job] = []
-    # decompressions to run after backward: (name, seconds, dependency, bytes of an intra
-    # allgather to follow, 0 for none)
-    later: list[tuple[str, float, Job, int]] = []
-    wire = 0.0
+    add = tl.add
+    last = add("compute", "forward", "forward", profile.forward_s)
+    n = costs.gpus
+    x = _Ctx(costs, numel)
+    tails: list[Job] = []
+    rest: list[tuple[list[_Step], int, Job]] = []
     for b, (bucket, opt) in enumerate(zip(plan.buckets, plan.options, strict=True)):
         for i in bucket:
             t = profile.tensors[i]
-            last = tl.add("compute", t.name, "backward", t.backward_s)
-        elements = sum(numel[i] for i in bucket)
-        dense = 4 * elements
-        name = f"bucket {b}"
+            last = add("compute", t.name, "backward", t.backward_s, (last,))
         if n == 1:
             continue
-        two_level = opt.hierarchy == "two-level" and m > 1
-        if not opt.compress and two_level:
-            rs = tl.add("intra", name, "comm", rs_intra(dense), (last,), dense)
-            ar = tl.add(ring, name, "comm", ar_ring(dense / g), (rs,), dense // g)
-            finals.append(tl.add("intra", name, "comm", ag_intra(dense), (ar,), dense))
-            wire += 2 * (g - 1) / g * dense + 2 * (m - 1) / m * dense / g
-        elif not opt.compress:
-            finals.append(tl.add(flat_stream, name, "comm", ar_flat(dense), (last,), dense))
-            wire += 2 * (n - 1) / n * dense
-        elif opt.cast:
-            half = 2 * elements
-            c = tl.add("compute", name, "compress", costs.cast_s(elements), (last,))
-            comm = tl.add(flat_stream, name, "comm", ar_flat(half), (c,), half)
-            wire += 2 * (n - 1) / n * half
-            later.append((name, costs.cast_s(elements), comm, 0))
-        elif opt.where == "cpu":
-            # BytePS-style offload (bytecomp.txt §3): copy the bucket to the host, compress
-            # on one core of the machine's pool, allgather, decompress on the same core,
-            # copy the sum back to the GPU.
-            assert costs.pcie is not None and costs.cpu_compress_s is not None
-            core = f"cpu:{b % max(costs.cpu_cores, 1)}"
-            copy = dense / costs.pcie.effective_Bps + costs.pcie.latency_s
-            d2h = tl.add("pcie", name, "copy", copy, (last,), dense)
-            c = tl.add(core, name, "compress", costs.cpu_compress_s(elements), (d2h,))
-            payload = costs.payload_bytes(elements)
-            ag = tl.add(flat_stream, name, "comm", ag_payload_flat(payload), (c,), payload)
-            seconds = (n - 1) * costs.cpu_decompress_s(elements)
-            dec = tl.add(core, name, "decompress", seconds, (ag,))
-            finals.append(tl.add("pcie", name, "copy", copy, (dec,), dense))
-            wire += (n - 1) * payload
-        elif two_level:
-            part = elements // g or elements
-            rs = tl.add("intra", name, "comm", rs_intra(dense), (last,), dense)
-            c = tl.add("compute", name, "compress", costs.compress_s(part), (rs,))
-            payload = costs.payload_bytes(part)
-            ag = tl.add(ring, name, "comm", ag_payload_ring(payload), (c,), payload)
-            # The M-1 decompressions wait until backward is done (like every decompression
-            # here), then the intra allgather spreads the summed 1/G parts.
-            later.append((name, (m - 1) * costs.decompress_s(part), ag, dense))
-            wire += (g - 1) / g * dense * 2 + (m - 1) * payload
-        else:
-            c = tl.add("compute", name, "compress", costs.compress_s(elements), (last,))
-            payload = costs.payload_bytes(elements)
-            ag = tl.add(flat_stream, name, "comm", ag_payload_flat(payload), (c,), payload)
-            wire += (n - 1) * payload
-            later.append((name, (n - 1) * costs.decompress_s(elements), ag, 0))
-    for name, seconds, dep, then_allgather in later:  # after backward, in bucket order
-        dec = tl.add("compute", name, "decompress", seconds, (dep,))
-        if then_allgather:
-            dec = tl.add("intra", name, "comm", ag_intra(then_allgather), (dec,), then_allgather)
-        finals.append(dec)
-    tl.add("compute", "update", "update", profile.update_s, tuple(finals))
+        steps, cut = _lower(opt, bucket, b, x)
+        job = last
+        for stream, kind, dur, nbytes, label, _ in steps[:cut]:
+            job = add(stream, label, kind, dur, (job,), nbytes)
+        rest.append((steps, cut, job))
+    backward_end = last
+    for steps, cut, job in rest:  # pass 2: what waits for backward, bucket by bucket
+        for stream, kind, dur, nbytes, label, after_backward in steps[cut:]:
+            deps = (job, backward_end) if after_backward else (job,)
+            job = add(stream, label, kind, dur, deps, nbytes)
+        tails.append(job)
+    add("compute", "update", "update", profile.update_s, (last, *tails))
     iteration_s = tl.run()
-    result = Result(iteration_s, {}, tl.jobs if keep_jobs else [])
-    metrics: dict[str, Any] = breakdown(tl.jobs, iteration_s)  # type: ignore[arg-type]
+    jobs = tl.jobs
+    metrics: dict[str, Any] = breakdown(jobs, iteration_s)  # type: ignore[arg-type]
     samples = profile.samples_per_iteration
     throughput = n * samples / iteration_s if iteration_s > 0 else 0.0
     metrics.update(
-        inter_comm_s=sum(
-            j.dur_s
-            for j in tl.jobs
-            if j.kind == "comm" and (j.stream == "inter_tx" or j.stream.startswith("ring:"))
-        ),
+        inter_comm_s=sum(j.dur_s for j in jobs if j.kind == "comm" and j.stream == "inter_tx"),
         iteration_s=iteration_s,
         throughput=throughput,
         scaling_factor=(
             throughput / (n * samples / profile.compute_s) if profile.compute_s > 0 else 1.0
         ),
-        wire_bytes=int(round(wire)),
+        wire_bytes=int(round(sum(j.bytes for j in jobs))),
         sample_unit=profile.sample_unit,
         tensors=len(profile.tensors),
         buckets=len(plan.buckets) if n > 1 else 0,
         model_mib=sum(numel) * 4 / 2**20,
     )
-    result.metrics = metrics
-    return result
-
-
-def _ring_link(costs: Costs) -> Link:
-    """The link of one of the G parallel inter-machine rings of the two-level scheme
-    (GPU j of every machine forms ring j, carrying 1/G of each bucket): the rings share
-    the machine's NICs (`gcbench.comm.hierarchy.ring_share_link`)."""
-    return ring_share_link(costs.inter, costs.nics, costs.gpus_per_machine)
+    return Result(iteration_s, metrics, jobs if keep_jobs else [])

@@ -17,7 +17,7 @@ class Span:
     kind: str  # forward | backward | compress | decompress | comm | update | copy (PCIe)
     start_s: float
     dur_s: float
-    bytes: int = 0
+    bytes: float = 0  # mean bytes one GPU sends in this span (comm)
 
     @property
     def end_s(self) -> float:
@@ -87,3 +87,24 @@ def breakdown(spans: list[Span], iteration_s: float, worker: int = 0) -> dict[st
         "compress_total_s": sum(s.dur_s for s in mine if s.kind in COMPRESSION),
         "bubbles_s": bubbles,
     }
+
+
+def gpu_idle_while_backward_ready(spans: list[Span], worker: int = 0) -> float:
+    """Seconds the GPU's compute stream sits idle while a backward job is ready (the
+    previous backward job, or the forward pass, has finished and the next backward job
+    has not started). DESIGN §7 asks for zero."""
+    compute = sorted(
+        (s for s in spans if s.worker == worker and s.stream == "compute"),
+        key=lambda s: (s.start_s, s.end_s),
+    )
+    backward_left = sum(1 for s in compute if s.kind == "backward")
+    idle, last_end, pending = 0.0, 0.0, False
+    for s in compute:
+        if pending and s.start_s > last_end:
+            idle += s.start_s - last_end
+        if s.kind == "backward":
+            backward_left -= 1
+        if s.kind in ("forward", "backward"):
+            pending = backward_left > 0
+        last_end = max(last_end, s.end_s)
+    return idle
