@@ -66,3 +66,59 @@ def test_store_resume_and_load(tmp_path):
 def test_load_results_rejects_other_folders(tmp_path):
     with pytest.raises(ConfigError, match="not a gcbench run folder"):
         load_results(tmp_path)
+
+
+def test_one_record_schema_for_simulator_runner_store_and_docs(tmp_path):
+    """The simulator's metric keys, the cell's config columns, the stored row and the
+    architecture page name the same columns (`gcbench.results.schema`)."""
+    import re
+
+    import gcbench
+    from gcbench.config import Cell
+    from gcbench.results.schema import (
+        COLUMNS,
+        CONFIG_COLUMNS,
+        FORMAT_VERSION,
+        METRIC_COLUMNS,
+        record,
+    )
+    from gcbench.runner import execute_cell
+
+    from conftest import ROOT
+
+    c = Cell.model_validate(
+        {
+            "model": "tiny-mlp",
+            "network": {"inter_gbps": 10},
+            "cluster": {"machines": 2, "gpus_per_machine": 2},
+            "strategy": "fp32",
+            "compressor": "none",
+        }
+    )
+    assert tuple(c.flat()) == CONFIG_COLUMNS
+    rows, _ = execute_cell(c, 1)
+    assert set(rows[0]) - {"repetition"} == set(METRIC_COLUMNS)
+    row = record(
+        suite="s",
+        cell_id=c.id,
+        config=c.flat(),
+        metrics=rows[0],
+        error=None,
+        repetition=0,
+        gcbench_version=gcbench.__version__,
+        run_id="r",
+        meta={},
+    )
+    assert tuple(row) == COLUMNS and row["format_version"] == FORMAT_VERSION
+    assert row["buckets"] == 1 and row["inter_comm_s"] > 0  # dropped before format 2
+    store = RunStore(tmp_path / "s" / "r")
+    store.write_manifest({"status": "finished"})
+    store.write_cell(c.id, [row], None)
+    assert tuple(load_results(store.path).columns) == COLUMNS
+    from gcbench.report.html import TABLE_COLUMNS
+
+    assert set(TABLE_COLUMNS) <= set(COLUMNS)  # the report reads the same names
+    doc = (ROOT / "docs/architecture.md").read_text()
+    section = doc[doc.index("**Record**") :]
+    documented = re.findall(r"`([a-z_]+)`", section[: section.index("\n\n")])
+    assert list(dict.fromkeys(m for m in documented if m in METRIC_COLUMNS)) == list(METRIC_COLUMNS)

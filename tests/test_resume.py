@@ -14,7 +14,7 @@ import pytest
 
 from gcbench import load_results
 from gcbench.files import TMP_PREFIX
-from gcbench.results.store import RUN_COLUMNS
+from gcbench.results.schema import RUN_COLUMNS
 
 from conftest import write
 

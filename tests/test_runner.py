@@ -9,7 +9,7 @@ import pytest
 
 from gcbench import load_results
 from gcbench.config import load_suite, parse_only
-from gcbench.results.store import RUN_COLUMNS
+from gcbench.results.schema import RUN_COLUMNS
 from gcbench.runner import execute_cell, run_suite
 
 from conftest import ROOT, TINY_SUITE, write

@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import ConfigError
 from gcbench.files import TMP_PREFIX, atomic_write
+from gcbench.results.schema import RUN_COLUMNS, TASK_META_COLUMNS
+
+__all__ = ["RUN_COLUMNS", "TASK_META_COLUMNS", "RunStore", "load_results", "resolve_run"]
 
 if TYPE_CHECKING:
     import pandas as pd
 
-# Columns that describe gcbench's own execution of a cell (wall clock, process) rather
-# than the simulated system; they are the only ones that differ between two runs.
-TASK_META_COLUMNS = ("run_started_at", "run_wall_s", "run_pid", "run_node")  # set by the task
-RUN_COLUMNS = ("run_id", *TASK_META_COLUMNS, "planner_s")
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:

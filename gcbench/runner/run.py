@@ -18,7 +18,8 @@ from typing import Any
 
 import gcbench
 from gcbench.config import Cell, Suite, expand
-from gcbench.results.store import TASK_META_COLUMNS, RunStore
+from gcbench.results.schema import record
+from gcbench.results.store import RunStore
 from gcbench.runner.cell import execute_cell
 
 CellFn = Callable[[Cell, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]]
@@ -221,34 +222,15 @@ def _collect(
 def _record(
     cell: Cell, row: dict[str, Any], store: RunStore, suite: Suite, error: str | None
 ) -> dict[str, Any]:
-    """A Record: the cell's config columns, then status and metrics (DESIGN §5)."""
-    return {
-        "suite": suite.name,
-        "cell_id": cell.id,
-        **cell.flat(),
-        "status": "ok" if error is None else "failed",
-        "error": error or "",
-        **{k: row.get(k) for k in METRIC_COLUMNS},
-        "repetition": row["repetition"],
-        "gcbench_version": gcbench.__version__,
-        "run_id": store.run_id,
-        **{k: row.get(k) for k in TASK_META_COLUMNS},
-    }
-
-
-METRIC_COLUMNS = (
-    "iteration_s",
-    "throughput",
-    "scaling_factor",
-    "compute_s",
-    "compress_exposed_s",
-    "comm_exposed_s",
-    "comm_total_s",
-    "compress_total_s",
-    "wire_bytes",
-    "bubbles_s",
-    "planner_s",
-    "sample_unit",
-    "tensors",
-    "model_mib",
-)
+    """A Record (`gcbench.results.schema`): the cell's config columns, status, metrics."""
+    return record(
+        suite=suite.name,
+        cell_id=cell.id,
+        config=cell.flat(),
+        metrics=row,
+        error=error,
+        repetition=row["repetition"],
+        gcbench_version=gcbench.__version__,
+        run_id=store.run_id,
+        meta=row,
+    )

@@ -1,0 +1,117 @@
+"""The Record: one stored row per cell and repetition, its columns and format version.
+
+The simulator (and, later, emulation) produces the metric columns, the runner builds a
+row with `record`, the store writes it, `load_results` and the report read it — all by
+the names below. `FORMAT_VERSION` is stored in every row; it changes when a column's
+meaning changes (adding a column does not change it). `docs/architecture.md` lists the
+same metric columns (a test checks that they agree).
+
+Format versions: 1 — first release (no `format_version` column); 2 — timeline v2: adds
+`fusion`, `inter_comm_s`, `buckets` and `format_version`; a comm span's and
+`wire_bytes`'s bytes are the mean bytes one GPU sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+FORMAT_VERSION = 2
+
+# The cell's flat config columns, as `Cell.flat()` gives them (a test checks the match).
+CONFIG_COLUMNS: tuple[str, ...] = (
+    "model",
+    "batch_size",
+    "seq_len",
+    "profile",
+    "compressor",
+    "compressor_kind",
+    "compressor_params",
+    "strategy",
+    "fusion",
+    "machines",
+    "gpus_per_machine",
+    "gpus",
+    "cpu_servers",
+    "cpu_cores",
+    "intra",
+    "intra_gbs",
+    "intra_latency_us",
+    "intra_efficiency",
+    "inter_gbps",
+    "inter_latency_us",
+    "inter_efficiency",
+    "nics_per_machine",
+    "device",
+    "mode",
+    "seed",
+)
+
+# What a backend measures for one iteration (DESIGN §5 Metrics), with its meaning.
+METRICS: dict[str, str] = {
+    "iteration_s": "steady-state time from one iteration's start to the next's",
+    "throughput": "samples (or tokens) per second over all GPUs",
+    "scaling_factor": "throughput / (GPUs x single-GPU throughput)",
+    "compute_s": "time the GPU runs forward, backward and update",
+    "compress_exposed_s": "time nothing computes while (de)compression or a host copy runs",
+    "comm_exposed_s": "the rest of the iteration: waiting on communication",
+    "comm_total_s": "sum of communication job durations, overlapped or not",
+    "compress_total_s": "sum of (de)compression job durations, overlapped or not",
+    "inter_comm_s": "sum of the durations of communication that crosses machines",
+    "wire_bytes": "mean bytes one GPU sends per iteration (all bytes on the wire / GPUs)",
+    "bubbles_s": "idle time between consecutive transfers on the busiest link",
+    "planner_s": "wall-clock seconds gcbench spent planning the cell",
+    "sample_unit": "images or tokens",
+    "tensors": "gradient tensors of the model",
+    "buckets": "communication buckets after fusion (0 on one GPU)",
+    "model_mib": "model size in MiB (fp32)",
+}
+METRIC_COLUMNS: tuple[str, ...] = tuple(METRICS)
+
+# Columns describing gcbench's own execution of a cell (set by the Ray task): with
+# `run_id` and `planner_s` the only ones that may differ between two runs of a cell.
+TASK_META_COLUMNS: tuple[str, ...] = ("run_started_at", "run_wall_s", "run_pid", "run_node")
+RUN_COLUMNS: tuple[str, ...] = ("run_id", *TASK_META_COLUMNS, "planner_s")
+
+COLUMNS: tuple[str, ...] = (
+    "suite",
+    "cell_id",
+    *CONFIG_COLUMNS,
+    "status",
+    "error",
+    *METRIC_COLUMNS,
+    "repetition",
+    "gcbench_version",
+    "format_version",
+    "run_id",
+    *TASK_META_COLUMNS,
+)
+STATUSES = ("ok", "failed", "infeasible")
+
+
+def record(
+    *,
+    suite: str,
+    cell_id: str,
+    config: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    error: str | None,
+    repetition: int,
+    gcbench_version: str,
+    run_id: str,
+    meta: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One row in `COLUMNS` order; a failed cell keeps its config and has no metrics."""
+    return {
+        "suite": suite,
+        "cell_id": cell_id,
+        **{k: config.get(k) for k in CONFIG_COLUMNS},
+        "status": "ok" if error is None else "failed",
+        "error": error or "",
+        **{k: metrics.get(k) for k in METRIC_COLUMNS},
+        "repetition": repetition,
+        "gcbench_version": gcbench_version,
+        "format_version": FORMAT_VERSION,
+        "run_id": run_id,
+        **{k: meta.get(k) for k in TASK_META_COLUMNS},
+    }
