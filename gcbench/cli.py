@@ -208,7 +208,7 @@ def validate(
 
     Reports every mistake as file:line: path: message and exits 2 if there is one.
     """
-    from gcbench.config import expand, load_suite
+    from gcbench.config import expand_counted, load_suite
 
     if not suites and not cluster:
         _err("nothing to validate: give suite files and/or --cluster FILE")
@@ -217,7 +217,10 @@ def validate(
     for path in suites or []:
         try:
             s = load_suite(path)
-            typer.echo(f"ok: {path}: suite {s.name!r}, {len(expand(s))} cells")
+            cells, dropped = expand_counted(s)
+            typer.echo(f"ok: {path}: suite {s.name!r}, {len(cells)} cells")
+            for why, n in sorted(dropped.items()):
+                typer.echo(f"  dropped {n} grid point{'s' if n > 1 else ''}: {why}")
         except ConfigError as e:
             problems += e.messages
     for path in cluster or []:
@@ -410,6 +413,33 @@ def profile(
     typer.echo(f"\nprofile: {target}")
 
 
+def _opt(flag: str, help: str) -> Any:
+    return typer.Option(flag, help=help, show_default=False)
+
+
+# `gcbench simulate` flags for every field of a cell's network and cluster (a test checks
+# that none is missing); None means "the suite's default".
+NETWORK_FLAGS = {
+    "intra": "--intra",
+    "intra_gbs": "--intra-gbs",
+    "intra_latency_us": "--intra-latency-us",
+    "intra_efficiency": "--intra-efficiency",
+    "inter_gbps": "--inter-gbps",
+    "inter_latency_us": "--inter-latency-us",
+    "inter_efficiency": "--inter-efficiency",
+    "nics_per_machine": "--nics-per-machine",
+    "server_gbps": "--server-gbps",
+}
+CLUSTER_FLAGS = {
+    "machines": "--machines",
+    "gpus_per_machine": "--gpus-per-machine",
+    "cpu_servers": "--cpu-servers",
+    "cpu_cores": "--cpu-cores",
+    "summation_gbs": "--summation-gbs",
+}
+MODEL_FLAGS = {"name": "--model", "batch_size": "--batch", "seq_len": "--seq-len"}
+
+
 @app.command()
 def simulate(
     model: Annotated[str, typer.Option("--model", help="A zoo model (gcbench models).")],
@@ -417,12 +447,15 @@ def simulate(
         float, typer.Option("--inter-gbps", help="Gbit/s per machine between machines.")
     ],
     strategy: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--strategy",
-            help="fp32, fp32-2level, fp16, allgather, allgather-2level (alias hitopkcomm).",
+            help="fp32 (default), fp32-2level, fp16, allgather, allgather-2level (alias "
+            "hitopkcomm), allreduce, ps, byteps, byteps-compress, hipress, powersgd, acpsgd, "
+            "covap.",
+            show_default=False,
         ),
-    ] = "fp32",
+    ] = None,
     option: Annotated[
         str | None,
         typer.Option(
@@ -431,19 +464,55 @@ def simulate(
             "`gcbench options` lists, e.g. 'intra:rs gc inter:ag* gd intra:ag'.",
         ),
     ] = None,
-    fusion: Annotated[
-        str, typer.Option("--fusion", help="ddp, tensor, or fixed:<bytes>.")
-    ] = "ddp",
+    fusion: Annotated[str, typer.Option("--fusion", help="ddp, tensor, or fixed:<bytes>.")] = "ddp",
     compressor: Annotated[
-        str,
-        typer.Option("--compressor", help="Preset or kind:param=value (allgather strategies)."),
-    ] = "none",
+        str | None,
+        _opt(
+            "--compressor",
+            "Preset or kind:param=value (default: none, or the strategy's own compressor "
+            "for powersgd, acpsgd and covap).",
+        ),
+    ] = None,
     machines: Annotated[int, typer.Option("--machines", help="Machines.")] = 1,
     gpus_per_machine: Annotated[
         int, typer.Option("--gpus-per-machine", help="GPUs per machine.")
     ] = 8,
+    cpu_servers: Annotated[
+        int | None, _opt("--cpu-servers", "CPU summation servers (ps, byteps; default 0).")
+    ] = None,
+    cpu_cores: Annotated[
+        int | None, _opt("--cpu-cores", "CPU-compression cores per machine (default 16).")
+    ] = None,
+    summation_gbs: Annotated[
+        float | None, _opt("--summation-gbs", "GB/s a CPU server sums (default: ample).")
+    ] = None,
     intra: Annotated[str, typer.Option("--intra", help="nvlink or pcie.")] = "nvlink",
+    intra_gbs: Annotated[
+        float | None, _opt("--intra-gbs", "GB/s per GPU inside a machine (default by --intra).")
+    ] = None,
+    intra_latency_us: Annotated[
+        float | None, _opt("--intra-latency-us", "Per-step latency inside a machine (5).")
+    ] = None,
+    intra_efficiency: Annotated[
+        float | None, _opt("--intra-efficiency", "Achieved / line rate inside a machine (0.8).")
+    ] = None,
+    inter_latency_us: Annotated[
+        float | None, _opt("--inter-latency-us", "Per-step latency between machines (25).")
+    ] = None,
+    inter_efficiency: Annotated[
+        float | None,
+        _opt("--inter-efficiency", "Achieved / line rate between machines (0.7)."),
+    ] = None,
+    nics_per_machine: Annotated[
+        int | None, _opt("--nics-per-machine", "NICs sharing inter_gbps (1).")
+    ] = None,
+    server_gbps: Annotated[
+        float | None, _opt("--server-gbps", "Gbit/s of a CPU server's NICs (inter_gbps).")
+    ] = None,
     batch: Annotated[int | None, typer.Option("--batch", help="Per-GPU batch.")] = None,
+    seq_len: Annotated[
+        int | None, _opt("--seq-len", "Sequence length (sequence models; default the zoo's).")
+    ] = None,
     device: Annotated[str, typer.Option("--device", help="Device-table entry.")] = "v100",
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Write a Chrome trace (Trace Event Format).")
@@ -452,33 +521,56 @@ def simulate(
 ) -> None:
     """Simulate one training iteration of a single cell and print its metrics: iteration
     time, throughput, scaling factor and the compute / compression / communication
-    breakdown. --trace writes the timeline for chrome://tracing or Perfetto."""
+    breakdown. Every network and cluster field of a suite cell has a flag, validated as
+    in suites. --trace writes the timeline for chrome://tracing or Perfetto."""
     with _errors():
         from pydantic import ValidationError
 
+        from gcbench.compress.specs import NoneSpec
         from gcbench.config.models import Cell
+        from gcbench.config.strategies import STRATEGIES, canonical, pair_compressor
 
-        spec: dict[str, Any] = {"name": model}
+        given = locals()
+        if option is not None and strategy is not None:
+            raise ConfigError(["--option replaces the strategy: give --strategy or --option"])
+        # an option runs with any compressor, as under the allgather strategy
+        strategy = strategy or ("allgather" if option is not None else "fp32")
+
+        def pick(flags: dict[str, str]) -> dict[str, Any]:
+            return {
+                field: given[flag[2:].replace("-", "_")]
+                for field, flag in flags.items()
+                if flag != "--model" and given[flag[2:].replace("-", "_")] is not None
+            }
+
+        spec: dict[str, Any] = {"name": model, **pick(MODEL_FLAGS)}
         if batch is not None:
             spec["batch_size"] = batch
+        chosen_compressor: Any = compressor
+        if compressor is None and canonical(strategy) in STRATEGIES:
+            chosen_compressor = pair_compressor(canonical(strategy), NoneSpec(kind="none"))[0]
         try:
             cell = Cell.model_validate(
                 {
                     "model": spec,
-                    "compressor": compressor,
+                    "compressor": chosen_compressor or "none",
                     "strategy": strategy,
                     "fusion": fusion,
                     "device": device,
-                    "network": {"intra": intra, "inter_gbps": inter_gbps},
-                    "cluster": {"machines": machines, "gpus_per_machine": gpus_per_machine},
+                    "network": pick(NETWORK_FLAGS),
+                    "cluster": pick(CLUSTER_FLAGS),
                 }
             )
         except ValidationError as e:
-            flags = {"model": "--model", "compressor": "--compressor", "strategy": "--strategy"}
+            named = {"model": "--model", "compressor": "--compressor", "strategy": "--strategy"}
             lines = []
             for err in e.errors():
                 loc = [str(x) for x in err["loc"]]
-                flag = flags.get(loc[0]) or "--" + loc[-1].replace("_", "-")
+                if not loc:  # a rule across fields: the strategy's pairs
+                    flag = "--strategy"
+                else:
+                    flag = named.get(loc[0]) or "--" + loc[-1].replace("_", "-")
+                    flag = {"--batch-size": "--batch", "--name": "--model"}.get(flag, flag)
                 lines.append(f"{flag}: {err['msg'].removeprefix('Value error, ')}")
             raise ConfigError(lines) from None
         from gcbench.sim.chrome import chrome_trace, symmetric_spans
@@ -500,7 +592,10 @@ def simulate(
             atomic_write(trace, json.dumps(data).encode())
     m = result.metrics
     if json_out:
-        out = {"cell": cell.flat(), "option": chosen.name if chosen else None, "metrics": m}
+        flat = cell.flat()
+        if chosen is not None:
+            flat["strategy"] = None  # replaced by the option
+        out = {"cell": flat, "option": chosen.name if chosen else None, "metrics": m}
         typer.echo(json.dumps(out, indent=1, default=str))
         return
     unit = m["sample_unit"]

@@ -102,4 +102,4 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     [run] = list((results / "big").iterdir())
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
     assert not list(run.rglob(TMP_PREFIX + "*"))
-    assert 0 < len(cell_files(run)) < TOTAL
+    assert 0 < len(cell_files(run)) < TOTAL, (len(cell_files(run)), err)

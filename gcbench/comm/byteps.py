@@ -73,11 +73,15 @@ def ps_pushpull_s(
     summation_Bps: float | None = None,
     partition_bytes: float = PARTITION_BYTES,
     pipeline_fill: bool = True,
+    server_work_s: float = 0.0,
 ) -> float:
     """Push S bytes from each of `workers` workers to `servers` servers, sum, pull back.
 
     `link` is a worker's NIC, `server_link` a server's (default: the same). See the module
     docstring for the model; the latency is one hop each way at the larger of the two.
+    `server_work_s` is other work the busiest server does on what it receives (BytePS-
+    Compress: decompress the pushed payloads, recompress the sum), pipelined over the
+    partitions like the summation.
     """
     if servers < 1:
         raise ValueError(f"a PS needs servers >= 1, got {servers}")
@@ -91,9 +95,12 @@ def ps_pushpull_s(
     def stages(worker_bytes: float, server_bytes: float) -> tuple[float, float, float]:
         move = max(worker_bytes / link.effective_Bps, n * server_bytes / srv.effective_Bps)
         add = 0.0 if summation_Bps is None else n * server_bytes / summation_Bps
+        add += server_work_s * server_bytes / busiest  # the work follows the bytes
         return move, add, move  # push, sum, pull
 
-    totals = stages(nbytes, max(server_loads(nbytes, servers, partition_bytes)))
+    busiest = max(server_loads(nbytes, servers, partition_bytes))
+
+    totals = stages(nbytes, busiest)
     t = max(totals)
     if pipeline_fill:
         last = partitions(nbytes, partition_bytes)[-1]

@@ -229,11 +229,13 @@ def slowest_link(machine: Machine, inter: Link | None = None) -> Link:
     and, across machines, the machine's NICs (`inter`, all of them: NCCL spreads its
     channels over them), waiting at each step for the largest latency. This is what the
     first simulate backend used (min(intra, inter) bandwidth, max latency)."""
-    links = [machine.intra]
+    links = [machine.intra] if machine.gpus > 1 else []  # one GPU: no hop inside
     if machine.switches > 1:
         links.append(machine.cross_link)
     if inter is not None:
         links.append(inter)
+    if not links:
+        return machine.intra  # one GPU, one machine: nothing is sent
     slow = min(links, key=lambda link: link.effective_Bps)
     return Link(slow.bandwidth_Bps, max(link.latency_s for link in links), slow.efficiency)
 

@@ -219,3 +219,11 @@ CompressorSpec = Annotated[
     Field(discriminator="kind"),
     BeforeValidator(parse_compressor),
 ]
+
+
+# What the simulator and the suite rules read of each kind without importing torch: whether
+# payloads sum to a valid payload (`additive`: allreduce and reduce-scatter allowed) and
+# whether one payload splits into per-destination chunks (`splittable`). The compressor
+# classes declare the same (a test checks that they agree).
+ADDITIVE = frozenset({"none", "fp16", "bf16", "randomk", "powersgd", "acpsgd", "covap"})
+SPLITTABLE = frozenset({"none", "fp16", "bf16"})

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gcbench.compress.specs import PRESETS, CompressorSpec
-from gcbench.config.grid import expand, matches, parse_only
+from gcbench.config.grid import expand, expand_counted, matches, parse_only
 from gcbench.config.loader import load_model, read_yaml
 from gcbench.config.models import FILTER_KEYS, Cell, Cluster, Grid, ModelSpec, Network, Suite
 
@@ -23,6 +23,7 @@ __all__ = [
     "Network",
     "Suite",
     "expand",
+    "expand_counted",
     "load_suite",
     "matches",
     "parse_only",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gcbench.compress.specs import NoneSpec
-from gcbench.config.models import COMPRESSOR_FREE_STRATEGIES, FILTER_KEYS, Cell, Suite
+from gcbench.config.models import FILTER_KEYS, Cell, Suite
+from gcbench.config.strategies import pair_cluster, pair_compressor
 from gcbench.errors import ConfigError
 
 
@@ -30,23 +31,42 @@ def _equal(have: Any, want: Any) -> bool:
 
 
 def expand(suite: Suite, only: Iterable[Mapping[str, Any]] = ()) -> list[Cell]:
-    """Every cell of the grid, in axis order, once each.
+    """Every cell of the grid, in axis order, once each (`expand_counted` without the
+    counts of dropped pairs)."""
+    return expand_counted(suite, only)[0]
 
-    Strategies that use no compressor run with compressor `none`, so crossing them with a
-    compressor axis does not repeat them. `include` keeps cells matching any of its
-    filters (when given), `exclude` drops cells matching any, and each `only` filter
-    (from `gcbench run --only`) must hold.
+
+def expand_counted(
+    suite: Suite, only: Iterable[Mapping[str, Any]] = ()
+) -> tuple[list[Cell], Counter[str]]:
+    """Every cell of the grid, in axis order, once each, and how many grid points each
+    reason dropped.
+
+    Each strategy says what it takes (`gcbench.config.strategies`): strategies without a
+    compressor run with `none` and those with their own compressor with theirs, so
+    crossing them with a compressor axis does not repeat them; a (strategy, compressor) or
+    (strategy, cluster) pair the strategy does not take is dropped, with its reason.
+    `include` keeps cells matching any of its filters (when given), `exclude` drops cells
+    matching any, and each `only` filter (from `gcbench run --only`) must hold. A grid
+    whose pairs are all dropped is a ConfigError.
     """
     g = suite.grid
+    only = list(only)
     cells: dict[str, Cell] = {}
+    dropped: Counter[str] = Counter()
+    survived = 0
     for model, comp, net, cluster, strategy, fusion in itertools.product(
         g.model, g.compressor, g.network, g.cluster, g.strategy, g.fusion
     ):
-        if strategy in COMPRESSOR_FREE_STRATEGIES:
-            comp = NoneSpec(kind="none")
+        spec, why = pair_compressor(strategy, comp)
+        why = why or pair_cluster(strategy, cluster.cpu_servers)
+        if why is not None:
+            dropped[why] += 1
+            continue
+        survived += 1
         cell = Cell(
             model=model,
-            compressor=comp,
+            compressor=spec,
             network=net,
             cluster=cluster,
             strategy=strategy,
@@ -63,7 +83,10 @@ def expand(suite: Suite, only: Iterable[Mapping[str, Any]] = ()) -> list[Cell]:
         if not all(matches(flat, f) for f in only):
             continue
         cells.setdefault(cell.id, cell)
-    return list(cells.values())
+    if not survived and dropped:
+        reasons = "; ".join(f"{n} × {why}" for why, n in dropped.items())
+        raise ConfigError([f"suite {suite.name!r}: every cell of the grid was dropped: {reasons}"])
+    return list(cells.values()), dropped
 
 
 def parse_only(items: Iterable[str]) -> list[dict[str, Any]]:

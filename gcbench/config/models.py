@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from gcbench.compress.specs import CompressorSpec, NoneSpec
+from gcbench.config.strategies import STRATEGIES, canonical, check_cell, pair_compressor
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES
 
@@ -126,6 +127,9 @@ class Network(_Frozen):
     inter_latency_us: float = Field(25.0, ge=0)
     inter_efficiency: float = Field(0.7, gt=0, le=1)
     nics_per_machine: int = Field(1, ge=1)
+    server_gbps: float | None = Field(
+        None, gt=0, description="Gbit/s of each CPU server's NICs (default: inter_gbps)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -144,25 +148,40 @@ class Cluster(_Frozen):
     gpus_per_machine: int = Field(8, ge=1)
     cpu_servers: int = Field(0, ge=0)
     cpu_cores: int = Field(16, ge=1, description="CPU-compression pool per machine")
+    summation_gbs: float | None = Field(
+        None,
+        gt=0,
+        description="GB/s each CPU server sums (input bytes); default: never the bottleneck",
+    )
 
     @property
     def gpus(self) -> int:
         return self.machines * self.gpus_per_machine
 
 
-# Named strategies (presets over the options of `gcbench.sim.options`); an alias is
-# stored under its canonical name, so its cells share their ids.
-STRATEGY_ALIASES = {"hitopkcomm": "allgather-2level"}  # HiTopKComm (ByteComp §5)
-
-
+# Named strategies (`gcbench.config.strategies`: what each takes); an alias is stored
+# under its canonical name, so its cells share their ids.
 def _canonical_strategy(value: Any) -> Any:
-    return STRATEGY_ALIASES.get(value, value) if isinstance(value, str) else value
+    return canonical(value) if isinstance(value, str) else value
 
 
-Strategy = Annotated[
-    Literal["fp32", "fp32-2level", "fp16", "allgather", "allgather-2level"],
-    BeforeValidator(_canonical_strategy),
+StrategyName = Literal[
+    "fp32",
+    "fp32-2level",
+    "fp16",
+    "allgather",
+    "allgather-2level",
+    "allreduce",
+    "ps",
+    "byteps",
+    "byteps-compress",
+    "hipress",
+    "powersgd",
+    "acpsgd",
+    "covap",
 ]
+assert set(StrategyName.__args__) == set(STRATEGIES)  # type: ignore[attr-defined]
+Strategy = Annotated[StrategyName, BeforeValidator(_canonical_strategy)]
 # How gradients are fused into buckets: PyTorch DDP's (1 MiB, then 25 MiB), one bucket
 # per tensor, or buckets of at most a fixed number of bytes.
 Fusion = Annotated[
@@ -173,7 +192,6 @@ Fusion = Annotated[
     ),
 ]
 # Strategies that use no compressor run once, with compressor `none` (DESIGN §4).
-COMPRESSOR_FREE_STRATEGIES = frozenset({"fp32", "fp32-2level", "fp16"})
 
 DeviceName = Literal["v100", "a100", "h100", "rtx2080ti", "t4", "cpu"]
 assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
@@ -208,10 +226,12 @@ FILTER_KEYS = (
     "gpus",
     "cpu_servers",
     "cpu_cores",
+    "summation_gbs",
     "intra",
     "intra_gbs",
     "inter_gbps",
     "nics_per_machine",
+    "server_gbps",
     "device",
     "seed",
     "mode",
@@ -274,6 +294,19 @@ class Cell(_Frozen):
     mode: Literal["simulate"] = "simulate"
     seed: int = 0
 
+    @model_validator(mode="after")
+    def _valid_pairs(self) -> Cell:
+        """The strategy takes this compressor and this cluster (`config.strategies`): a
+        strategy without a compressor runs with `none` and one with its own compressor
+        with that kind, as in a grid; a pair a grid would drop is an error."""
+        problems = check_cell(self.strategy, self.compressor, self.cluster.cpu_servers)
+        if problems:
+            raise ValueError("; ".join(problems))
+        spec, _ = pair_compressor(self.strategy, self.compressor)
+        if spec != self.compressor:
+            return self.model_copy(update={"compressor": spec})
+        return self
+
     def canonical_json(self) -> str:
         """JSON with default values left out, so adding a field with a default later does
         not change the id of existing cells (DESIGN §5 On disk)."""
@@ -302,6 +335,7 @@ class Cell(_Frozen):
             "gpus": c.gpus,
             "cpu_servers": c.cpu_servers,
             "cpu_cores": c.cpu_cores,
+            "summation_gbs": c.summation_gbs,
             "intra": n.intra,
             "intra_gbs": n.intra_gbs,
             "intra_latency_us": n.intra_latency_us,
@@ -310,6 +344,7 @@ class Cell(_Frozen):
             "inter_latency_us": n.inter_latency_us,
             "inter_efficiency": n.inter_efficiency,
             "nics_per_machine": n.nics_per_machine,
+            "server_gbps": n.server_gbps,
             "device": self.device,
             "mode": self.mode,
             "seed": self.seed,

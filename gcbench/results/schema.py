@@ -7,8 +7,9 @@ meaning changes (adding a column does not change it). `docs/architecture.md` lis
 same metric columns (a test checks that they agree).
 
 Format versions: 1 — first release (no `format_version` column); 2 — timeline v2: adds
-`fusion`, `inter_comm_s`, `buckets` and `format_version`; a comm span's and
-`wire_bytes`'s bytes are the mean bytes one GPU sends.
+`fusion`, `inter_comm_s`, `buckets`, `format_version`, and for CPU servers
+`summation_gbs` and `server_gbps`; a comm span's and `wire_bytes`'s bytes are the mean
+bytes one GPU sends; periodic strategies (acpsgd, covap) report the mean over a period.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "gpus",
     "cpu_servers",
     "cpu_cores",
+    "summation_gbs",
     "intra",
     "intra_gbs",
     "intra_latency_us",
@@ -42,6 +44,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "inter_latency_us",
     "inter_efficiency",
     "nics_per_machine",
+    "server_gbps",
     "device",
     "mode",
     "seed",

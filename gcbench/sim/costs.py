@@ -15,7 +15,8 @@ from functools import lru_cache
 from typing import Any
 
 from gcbench.comm import Link, Machine, nvlink_machine, pcie_machine
-from gcbench.config.models import STRATEGY_ALIASES, Cell
+from gcbench.config.models import Cell
+from gcbench.config.strategies import STRATEGIES, canonical
 from gcbench.sim.iteration import Costs, Plan, fuse, simulate
 from gcbench.sim.options import PRESETS, Option
 from gcbench.sim.trace import Span
@@ -39,7 +40,9 @@ __all__ = [
     "cell_profile",
     "costs_for",
     "machine_for",
+    "period_mean",
     "plan_for",
+    "round_bytes",
     "simulate_cell",
     "strategy_option",
 ]
@@ -78,29 +81,54 @@ def machine_for(cell: Cell) -> Machine:
 
 def strategy_option(strategy: str) -> Option:
     """The option a named strategy gives every bucket."""
-    return PRESETS[STRATEGY_ALIASES.get(strategy, strategy)]
+    return PRESETS[canonical(strategy)]
 
 
 def costs_for(cell: Cell, option: Option | None = None) -> Costs:
-    """The cell's machine, links and — when the option compresses — its compressor's GPU
-    costs (the device's roofline table, `gcbench.compress.costs.gpu_table`), CPU costs and
-    payload sizes. `inter_gbps` is the machine's total over all its NICs."""
-    n = cell.network
+    """The cell's machine, links, CPU servers and — when the strategy (or `option`)
+    compresses — its compressor's GPU costs (the device's roofline table,
+    `gcbench.compress.costs.gpu_table`), CPU costs and payload sizes. `inter_gbps` is the
+    machine's total over all its NICs; a server's NICs default to the same."""
+    n, cl = cell.network, cell.cluster
     inter = Link(n.inter_gbps * 1e9 / 8, n.inter_latency_us * 1e-6, n.inter_efficiency)
+    server = Link(
+        (n.server_gbps or n.inter_gbps) * 1e9 / 8, n.inter_latency_us * 1e-6, n.inter_efficiency
+    )
     kw: dict[str, Any] = {"cast_s": lambda numel: cast_s(numel, cell)}
-    option = option or strategy_option(cell.strategy)
-    if option.compressed:
+    compressed = (
+        option.compressed
+        if option is not None
+        else STRATEGIES[cell.strategy].compressor != "none"
+    )
+    if compressed:
         kw.update(_compressor_costs(cell))
     pcie = Link(DEVICES[cell.device].pcie_gbs * 1e9, 10e-6, 0.8)
     return Costs(
-        cell.cluster.machines,
-        cell.cluster.gpus_per_machine,
+        cl.machines,
+        cl.gpus_per_machine,
         machine_for(cell),
         inter,
         nics=n.nics_per_machine,
         pcie=pcie,
-        cpu_cores=cell.cluster.cpu_cores,
+        cpu_cores=cl.cpu_cores,
+        servers=cl.cpu_servers,
+        server_link=server,
+        summation_Bps=None if cl.summation_gbs is None else cl.summation_gbs * 1e9,
+        server_cores=cl.cpu_cores,
         **kw,
+    )
+
+
+def round_bytes(cell: Cell, profile: ModelProfile, step: int = 0) -> tuple[tuple[float, ...], ...]:
+    """Each round's payload bytes of each tensor at `step`, for low-rank compressors whose
+    factors follow each tensor's shape (PowerSGD: P, then Q with the vectors; ACP-SGD: P
+    on even steps, Q on odd ones)."""
+    from gcbench.compress import create
+
+    c: Any = create(cell.compressor.kind, **cell.compressor.params())
+    return tuple(
+        tuple(float(c.wire_bytes_for_shape(t.shape, step, round=r)) for t in profile.tensors)
+        for r in range(c.rounds)
     )
 
 
@@ -133,23 +161,68 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
         "compressor": kind,
     }
     if hasattr(compressor, "wire_bytes_for_shape"):  # low-rank: factors follow each shape
-        out["tensor_payload_bytes"] = tuple(
-            float(compressor.wire_bytes_for_shape(t.shape, 0)) for t in cell_profile(cell).tensors
-        )
+        out["tensor_round_bytes"] = round_bytes(cell, cell_profile(cell))
     return out
 
 
 def plan_for(cell: Cell, profile: ModelProfile, option: Option | None = None) -> Plan:
-    """The cell's fusion buckets, each with the strategy's option (or `option`)."""
-    return Plan.uniform(fuse(profile, cell.fusion), option or strategy_option(cell.strategy))
+    """The cell's fusion buckets, each with the strategy's option (or `option`); for a
+    strategy with a period, its first step's plan."""
+    if option is None:
+        from gcbench.sim.strategies import BUILDERS
+
+        return BUILDERS[cell.strategy](cell, profile, costs_for(cell))[0].plan
+    return Plan.uniform(fuse(profile, cell.fusion), option)
 
 
 def simulate_cell(cell: Cell, option: Option | None = None) -> SimResult:
     """Simulate one iteration of `cell` (every bucket with `option` when given, else the
-    cell's strategy); returns its metrics and the spans of worker 0."""
+    cell's strategy, `gcbench.sim.strategies`); a periodic strategy's metrics are the
+    weighted mean over its period and its spans those of the first step."""
+    from gcbench.sim.strategies import BUILDERS, Step
+
     profile = cell_profile(cell)
-    plan = plan_for(cell, profile, option)
-    result = simulate(profile, costs_for(cell, plan.options[0] if plan.options else None), plan)
-    metrics = dict(result.metrics)
+    costs = costs_for(cell, option)
+    if option is not None:
+        steps = [Step(Plan.uniform(fuse(profile, cell.fusion), option), costs)]
+    else:
+        steps = BUILDERS[cell.strategy](cell, profile, costs)
+    results = [simulate(profile, s.costs, s.plan, keep_jobs=i == 0) for i, s in enumerate(steps)]
+    metrics = period_mean(profile, [r.metrics for r in results], [s.weight for s in steps])
     metrics["planner_s"] = 0.0
-    return SimResult(metrics, result.spans())
+    return SimResult(metrics, results[0].spans())
+
+
+# Metrics that are averaged over a period; throughput and scaling factor follow the mean
+# iteration; the rest describe the model or the plan.
+_AVERAGED = (
+    "iteration_s",
+    "compute_s",
+    "compress_exposed_s",
+    "comm_exposed_s",
+    "comm_total_s",
+    "compress_total_s",
+    "inter_comm_s",
+    "wire_bytes",
+    "bubbles_s",
+)
+
+
+def period_mean(
+    profile: ModelProfile, metrics: list[dict[str, Any]], weights: list[float]
+) -> dict[str, Any]:
+    """The mean of one period's metrics (DESIGN §5: periodic strategies report the mean
+    over one period); the breakdown still adds up to the mean iteration."""
+    out = dict(metrics[0])
+    if len(metrics) == 1:
+        return out
+    total = sum(weights)
+    for key in _AVERAGED:
+        out[key] = sum(w * m[key] for w, m in zip(weights, metrics, strict=True)) / total
+    out["wire_bytes"] = int(round(out["wire_bytes"]))
+    gpus_samples = metrics[0]["throughput"] * metrics[0]["iteration_s"]
+    out["throughput"] = gpus_samples / out["iteration_s"] if out["iteration_s"] > 0 else 0.0
+    out["scaling_factor"] = (
+        profile.compute_s / out["iteration_s"] if out["iteration_s"] > 0 else 1.0
+    )
+    return out

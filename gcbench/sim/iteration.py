@@ -57,11 +57,15 @@ from functools import lru_cache
 from typing import Any
 
 from gcbench.comm import (
+    PARTITION_BYTES,
     Link,
     Machine,
+    byteps_s,
+    byteps_wire_bytes,
     copy_s,
     cost_shape,
     machine_collective_s,
+    ps_pushpull_s,
     ring_share_link,
     slowest_link,
     wire_bytes,
@@ -104,12 +108,20 @@ class Costs:
     cpu_compress_s: Callable[[float], float] = _zero  # one CPU core
     cpu_decompress_s: Callable[[float], float] = _zero
     payload_bytes: Callable[[float], float] = _dense_fp32  # one payload of that many elements
-    # Bytes of each tensor's payload compressed alone (gradient order), for compressors
-    # whose payload depends on the shape (low-rank): a bucket then uses its tensors' ratio.
-    tensor_payload_bytes: tuple[float, ...] | None = None
+    # For compressors whose payload depends on the shape (low-rank): each round's bytes of
+    # each tensor compressed alone (round, then gradient order); a bucket then uses its
+    # tensors' ratio per round, and each compressed allreduce runs once per round
+    # (PowerSGD: P, then Q from the summed P).
+    tensor_round_bytes: tuple[tuple[float, ...], ...] | None = None
     additive: bool = False  # the compressor's payloads sum to a valid payload
     splittable: bool = True  # one payload splits into per-destination chunks
     compressor: str = "none"  # named in error messages
+    servers: int = 0  # CPU summation servers (BytePS), each with its own NICs
+    server_link: Link | None = None  # one server's NICs (default: like a machine's)
+    summation_Bps: float | None = None  # input bytes a server sums per second (None: ample)
+    server_cores: int = 16  # cores of a server, for server-side (de)compression
+    partition_bytes: float = PARTITION_BYTES  # PS partitions dealt to the servers
+    pipeline_fill: bool = True  # PS: count the last partition's fill of the pipeline
 
     @property
     def gpus(self) -> int:
@@ -118,10 +130,14 @@ class Costs:
 
 @dataclass
 class Plan:
-    """Buckets (tensor indices in gradient order) and each bucket's option."""
+    """Buckets (tensor indices in gradient order) and each bucket's option (None: not
+    communicated this step, as COVAP's unselected shards). `elements`, when given, is each
+    bucket's size in elements: a bucket may then be part of a tensor (HiPress's
+    partitions, COVAP's shards), consecutive buckets sharing it."""
 
     buckets: list[list[int]]
-    options: list[Option]
+    options: list[Option | None]
+    elements: list[float] | None = None
 
     @classmethod
     def uniform(cls, buckets: list[list[int]], option: Option) -> Plan:
@@ -229,6 +245,33 @@ class _Ctx:
 
         self._shapes: dict[tuple[str, str, int], tuple[float, float, float] | None] = {}
 
+    def servers_comm(
+        self, name: str, nbytes: float, rings: int, server_work_s: float = 0.0
+    ) -> tuple[float, float]:
+        """PS push/pull or BytePS across machines: the machine's `rings` GPUs each hold
+        `nbytes`, so its NICs carry their sum (`gcbench.comm.byteps`)."""
+        c = self.c
+        machine_bytes = nbytes * rings
+        if name == "byteps":
+            seconds = byteps_s(
+                machine_bytes, self.M, c.servers, c.inter, summation_Bps=c.summation_Bps
+            )
+            return seconds, byteps_wire_bytes(machine_bytes, self.M, c.servers) / self.G
+        if c.servers < 1:
+            raise ConfigError([f"{name}: the cluster has no CPU servers (cpu_servers >= 1)"])
+        seconds = ps_pushpull_s(
+            machine_bytes,
+            self.M,
+            c.servers,
+            c.inter,
+            c.server_link,
+            summation_Bps=c.summation_Bps,
+            partition_bytes=c.partition_bytes,
+            pipeline_fill=c.pipeline_fill,
+            server_work_s=server_work_s,
+        )
+        return seconds, machine_bytes / self.G
+
     def comm(self, level: str, name: str, nbytes: float, rings: int) -> tuple[float, float]:
         """(seconds, mean bytes one GPU sends) of one phase; the rings of an inter phase
         share the NICs. Both are affine in the size except on two-switch PCIe machines,
@@ -267,16 +310,26 @@ def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = 
 _Step = tuple[str, str, float, float, str, bool]
 
 
-def _lower(option: Option, bucket: list[int], b: int, x: _Ctx) -> tuple[list[_Step], int]:
+def _ratio_payload(ratio: float) -> Callable[[float], float]:
+    return lambda e: 4 * e * ratio
+
+
+def _lower(
+    option: Option, bucket: list[int], b: int, x: _Ctx, elements: float | None = None
+) -> tuple[list[_Step], int]:
     """One bucket's option as a chain of steps, and the index of the first step that must
     wait for backward to end (len(steps) when none)."""
     c = x.c
     second = _checked(option, c.additive, c.compressor)
-    elements = float(sum(x.numel[i] for i in bucket))
-    payload: Callable[[float], float] = c.payload_bytes
-    if c.tensor_payload_bytes is not None:  # low-rank: this bucket's tensors' own ratio
-        ratio = sum(c.tensor_payload_bytes[i] for i in bucket) / max(4 * elements, 1.0)
-        payload = lambda e: 4 * e * ratio  # noqa: E731
+    if elements is None:
+        elements = float(sum(x.numel[i] for i in bucket))
+    payloads: list[Callable[[float], float]] = [c.payload_bytes]
+    if c.tensor_round_bytes is not None:  # low-rank: this bucket's tensors' own ratio
+        payloads = [
+            _ratio_payload(sum(r[i] for i in bucket) / max(4 * elements, 1.0))
+            for r in c.tensor_round_bytes
+        ]
+    payload, rounds = payloads[0], len(payloads)
 
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
     G = x.G
@@ -297,6 +350,7 @@ def _lower(option: Option, bucket: list[int], b: int, x: _Ctx) -> tuple[list[_St
     frames: list[list[Any]] = []  # rooted sections: [level, actor, changed]
     actor = "w0"
     core = f"cpu:{b % x.cores}"
+    last_compress = ("compute", 0.0, True)
 
     def copy(to: str) -> None:
         nonlocal loc
@@ -330,8 +384,10 @@ def _lower(option: Option, bucket: list[int], b: int, x: _Ctx) -> tuple[list[_St
                             chunks *= x.n[t.level]
                 per = e / chunks
                 f = c.compress_s if on_gpu else c.cpu_compress_s
-                emit(stream, "compress", chunks * f(per) / speed, 0, f"{tag} compress", on_gpu)
+                seconds = chunks * f(per) / speed / rounds  # the first round's share
+                emit(stream, "compress", seconds, 0, f"{tag} compress", on_gpu)
                 held, k, own, comp = chunks * payload(per), 1, True, True
+                last_compress = (stream, seconds, on_gpu)
                 if frames:
                     frames[-1][2] = True
             else:
@@ -361,9 +417,30 @@ def _lower(option: Option, bucket: list[int], b: int, x: _Ctx) -> tuple[list[_St
             size = bpe * e * n
         else:
             size = bpe * e
-        dur, sent = x.comm(level, name, size, rings if level == "inter" else G)
         stream = "inter_tx" if level == "inter" or (level == "flat" and x.M > 1) else "intra"
+        if coll in ("pushpull", "byteps"):
+            work = 0.0
+            if comp:  # the servers decompress every machine's payloads and recompress
+                core_s = rings * (n * c.cpu_decompress_s(e) + c.cpu_compress_s(e))
+                work = core_s / (max(c.servers, 1) * c.server_cores)
+            dur, sent = x.servers_comm(coll, size, rings, work)
+            emit(stream, "comm", dur, sent, f"{tag} {s.token}", False)
+            if comp:
+                k, own = 1, False
+            continue
+        if comp and rounds > 1 and coll not in ("allreduce", "reduce_scatter"):
+            raise ConfigError(
+                [f"{c.compressor} has {rounds} rounds, each summed before the next: "
+                 f"its payloads are allreduced or reduce-scattered, not {s.token}"]
+            )  # fmt: skip
+        dur, sent = x.comm(level, name, size, rings if level == "inter" else G)
         emit(stream, "comm", dur, sent, f"{tag} {s.token}", False)
+        for r in range(1, rounds if comp else 1):  # later rounds: compress, then send
+            cstream, cseconds, cgpu = last_compress
+            emit(cstream, "compress", cseconds, 0, f"{tag} compress round {r}", cgpu)
+            more = payloads[r](e)
+            dur, sent = x.comm(level, name, more, rings if level == "inter" else G)
+            emit(stream, "comm", dur, sent, f"{tag} {s.token} round {r}", False)
         # what the rank holds afterwards
         if coll == "reduce_scatter":
             e /= n
@@ -415,13 +492,17 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
     x = _Ctx(costs, numel)
     tails: list[Job] = []
     rest: list[tuple[list[_Step], int, Job]] = []
+    done = 0  # tensors whose backward is on the timeline
+    sizes = plan.elements
     for b, (bucket, opt) in enumerate(zip(plan.buckets, plan.options, strict=True)):
         for i in bucket:
-            t = profile.tensors[i]
-            last = add("compute", t.name, "backward", t.backward_s, (last,))
-        if n == 1:
+            if i >= done:  # a tensor split over buckets is computed once
+                t = profile.tensors[i]
+                last = add("compute", t.name, "backward", t.backward_s, (last,))
+                done = i + 1
+        if n == 1 or opt is None:
             continue
-        steps, cut = _lower(opt, bucket, b, x)
+        steps, cut = _lower(opt, bucket, b, x, None if sizes is None else sizes[b])
         job = last
         for stream, kind, dur, nbytes, label, _ in steps[:cut]:
             job = add(stream, label, kind, dur, (job,), nbytes)

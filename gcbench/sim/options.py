@@ -65,6 +65,8 @@ COLLECTIVES: tuple[str, ...] = (
     "reduce",
     "broadcast",
     "gather",
+    "pushpull",
+    "byteps",
 )
 SHORT = {
     "allreduce": "ar",
@@ -74,6 +76,8 @@ SHORT = {
     "reduce": "red",
     "broadcast": "bc",
     "gather": "ga",
+    "pushpull": "ps",
+    "byteps": "byteps",
 }
 LONG = {v: k for k, v in SHORT.items()}
 # Pruning rule 3: a divisible scheme's first step fixes its second.
@@ -86,11 +90,19 @@ SECOND_STEP = {
 ROOTED = frozenset({"reduce", "gather", "broadcast"})
 
 
-def indivisible(compressed: bool, additive: bool) -> tuple[str, ...]:
-    """Table 2's one-collective schemes; additive payloads may also be allreduced."""
-    if not compressed:
-        return ("allreduce",)
-    return ("allgather", "allreduce") if additive else ("allgather",)
+# Schemes through CPU summation servers (BytePS, DESIGN §7), across machines only:
+# `pushpull` (PS: push to the servers, sum there, pull; compressed, the servers decompress,
+# sum and recompress) and `byteps` (BytePS's split between the servers and an allreduce).
+SERVER_SCHEMES = {False: ("pushpull", "byteps"), True: ("pushpull",)}
+
+
+def indivisible(compressed: bool, additive: bool, servers: bool = False) -> tuple[str, ...]:
+    """Table 2's one-collective schemes; additive payloads may also be allreduced; with
+    CPU servers, the server schemes."""
+    out: tuple[str, ...] = ("allreduce",) if not compressed else ("allgather",)
+    if compressed and additive:
+        out += ("allreduce",)
+    return out + (SERVER_SCHEMES[compressed] if servers else ())
 
 
 def first_steps(compressed: bool, additive: bool) -> tuple[str, ...]:
@@ -206,8 +218,11 @@ def _structure_error(option: Option, additive: bool) -> str | None:
             p = group[0]
             if p.level == "intra":
                 return "intra-machine phases are always a divisible pair"
-            if p.collective not in indivisible(p.compressed, additive):
-                return _why_not(p, additive, indivisible(p.compressed, additive), "alone")
+            if p.collective in SERVER_SCHEMES[False] and p.level != "inter":
+                return f"{p.token}: CPU servers are reached across machines (level inter)"
+            valid = indivisible(p.compressed, additive, servers=True)
+            if p.collective not in valid:
+                return _why_not(p, additive, valid, "alone")
         elif len(group) == 2:
             first, second = group
             if first.collective not in first_steps(first.compressed, additive):
@@ -275,10 +290,10 @@ def check(option: Option, *, additive: bool = False, compressor: str | None = No
         raise ConfigError([f"option {option.name!r}{who}: {why}"])
 
 
-def _schemes(level: Level, additive: bool) -> Iterator[list[Phase]]:
+def _schemes(level: Level, additive: bool, servers: bool = False) -> Iterator[list[Phase]]:
     """Every phase list of one level: an indivisible collective or a divisible pair."""
     for c in (False, True):
-        for coll in indivisible(c, additive):
+        for coll in indivisible(c, additive, servers and level == "inter"):
             yield [Phase(level, coll, c)]
     for c in (False, True):
         for coll in first_steps(c, additive):
@@ -286,10 +301,10 @@ def _schemes(level: Level, additive: bool) -> Iterator[list[Phase]]:
                 yield [Phase(level, coll, c), Phase(level, SECOND_STEP[coll], c2)]
 
 
-def _hierarchical(additive: bool) -> Iterator[list[Phase]]:
+def _hierarchical(additive: bool, servers: bool = False) -> Iterator[list[Phase]]:
     for c in (False, True):
         for coll in first_steps(c, additive):
-            for inter in _schemes("inter", additive):
+            for inter in _schemes("inter", additive, servers):
                 for c2 in (False, True):
                     yield [Phase("intra", coll, c), *inter, Phase("intra", SECOND_STEP[coll], c2)]
 
@@ -330,15 +345,16 @@ def _placements(path: tuple[Step, ...]) -> Iterator[Option]:
 
 
 def enumerate_paths(
-    *, additive: bool = False, flat: bool = True, hierarchical: bool = True
+    *, additive: bool = False, flat: bool = True, hierarchical: bool = True, servers: bool = False
 ) -> list[Option]:
-    """Every communication path (operations on the GPU), flat ones first."""
+    """Every communication path (operations on the GPU), flat ones first; `servers` adds
+    the inter-machine schemes through CPU servers (not in ByteComp's count)."""
     out: list[Option] = []
     if flat:
         for phases in _schemes("flat", additive):
             out.extend(Option(p) for p in _paths(phases))
     if hierarchical:
-        for phases in _hierarchical(additive):
+        for phases in _hierarchical(additive, servers):
             out.extend(Option(p) for p in _paths(phases))
     return out
 
@@ -349,12 +365,16 @@ def enumerate_options(
     flat: bool = True,
     hierarchical: bool = True,
     max_compressions: int | None = None,
+    servers: bool = False,
 ) -> list[Option]:
     """The option space C: every path with every GPU/CPU placement of its operations.
     `max_compressions` is the user constraint of §4.2.2 (at most that many compressions
     per tensor)."""
     out: list[Option] = []
-    for path in enumerate_paths(additive=additive, flat=flat, hierarchical=hierarchical):
+    paths = enumerate_paths(
+        additive=additive, flat=flat, hierarchical=hierarchical, servers=servers
+    )
+    for path in paths:
         if max_compressions is not None:
             if sum(1 for o in path.ops if o.op == "c") > max_compressions:
                 continue
@@ -385,6 +405,10 @@ PRESETS: dict[str, Option] = {
     "fp16": Option.parse("fp16 flat:ar"),
     "allgather": Option.parse("gc flat:ag* gd"),
     "allgather-2level": Option.parse("intra:rs gc inter:ag* gd intra:ag"),
+    "allreduce": Option.parse("gc flat:ar* gd"),
+    "ps": Option.parse("intra:rs inter:ps intra:ag"),
+    "byteps": Option.parse("intra:rs inter:byteps intra:ag"),
+    "byteps-compress": Option.parse("intra:rs gc inter:ps* gd intra:ag"),
 }
 
 
@@ -395,6 +419,7 @@ def declared_wire_bytes(
     gpus_per_machine: int,
     payload: Callable[[float], float],
     splittable: bool = True,
+    servers: int = 0,
 ) -> float:
     """Mean bytes one GPU sends to synchronise a bucket of `elements` with `option`
     (all bytes on the wire / GPUs), from the option's phases alone: each phase's size
@@ -402,7 +427,7 @@ def declared_wire_bytes(
     a reduce-scatter or alltoall and grow by n in an allgather; payloads multiply when
     gathered, allgathered or forwarded — and `gcbench.comm.wire_bytes` turns it into bytes
     sent. The simulator must put exactly these bytes on its streams."""
-    from gcbench.comm import wire_bytes
+    from gcbench.comm import byteps_wire_bytes, wire_bytes
 
     M, G = machines, gpus_per_machine
     sizes = {"flat": M * G, "intra": G, "inter": M}
@@ -435,8 +460,14 @@ def declared_wire_bytes(
         name = "allgather_payload" if comp and s.collective == "allgather" else s.collective
         size = held if comp else bpe * e * (n if s.collective == "allgather" else 1)
         share = rings / G if s.level == "inter" else 1.0
-        total += wire_bytes(name, size, n) * share
         coll = s.collective
+        if coll == "pushpull":  # each GPU pushes what it holds (and pulls as much)
+            total += size * share
+            continue
+        if coll == "byteps":  # the machine's NICs carry BytePS's share of its rings' data
+            total += byteps_wire_bytes(size * rings, M, servers) / G
+            continue
+        total += wire_bytes(name, size, n) * share
         if coll in ("reduce_scatter", "alltoall"):
             e /= n
             held = held / n if comp and coll == "reduce_scatter" else held
