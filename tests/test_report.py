@@ -83,3 +83,35 @@ def test_empty_run_still_gives_a_page(tmp_path):
     store = fake_run(tmp_path, 0, 0)
     page = write_report(store.path, tmp_path / "out").read_text()
     assert "No finished cells yet" in page
+
+
+def test_every_strategy_is_drawn_once_per_cell():
+    """The strategies suite (every strategy x every compressor, with and without CPU
+    servers), simulated in-process: each ok cell is one bar with a label of its own."""
+    import pandas as pd
+
+    import gcbench
+    from gcbench.config import expand, load_suite
+    from gcbench.config.strategies import STRATEGIES
+    from gcbench.report.figures import breakdown_figure
+    from gcbench.results.schema import record
+    from gcbench.runner import execute_cell
+
+    from conftest import ROOT
+
+    rows = []
+    for c in expand(load_suite(ROOT / "suites/strategies.yaml")):
+        metrics, _ = execute_cell(c, 1)
+        rows.append(
+            record(suite="strategies", cell_id=c.id, config=c.flat(), metrics=metrics[0],
+                   error=None, repetition=0, gcbench_version=gcbench.__version__,
+                   run_id="r", meta={})
+        )  # fmt: skip
+    df = pd.DataFrame(rows)
+    fig = breakdown_figure(df)
+    bars = [t for t in fig.data if t.name == "compute"]
+    assert sum(len(t.x) for t in bars) == len(df)
+    for t in bars:
+        assert len(set(t.x)) == len(t.x)  # no two cells share a bar
+    drawn = {label.split(" · ")[0] for t in bars for label in t.x}
+    assert drawn == set(STRATEGIES)

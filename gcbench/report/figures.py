@@ -13,10 +13,15 @@ PARTS = (
 
 
 def cell_label(row: pd.Series) -> str:
+    servers = row.get("cpu_servers") or 0
+    fusion = row.get("fusion") or "ddp"
     return (
         f"{row['model']} · {row['strategy']}"
         + (f" · {row['compressor']}" if row["compressor"] != "none" else "")
-        + f" · {row['machines']}×{row['gpus_per_machine']} · {row['inter_gbps']:g} Gbps"
+        + f" · {row['machines']}×{row['gpus_per_machine']}"
+        + (f" + {servers:g} CPU server{'s' if servers > 1 else ''}" if servers else "")
+        + f" · {row['inter_gbps']:g} Gbps"
+        + (f" · fusion {fusion}" if fusion != "ddp" else "")
     )
 
 
