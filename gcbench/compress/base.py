@@ -15,6 +15,30 @@ Properties every compressor declares, read by the simulator and planner without 
 - `family`: cast | sparsify | quantize | threelc | lowrank | covap;
 - `wire_bytes(numel, step)`: the bytes of one step, all rounds (exact where data-independent);
   `payload_bytes(shape, key, step)`: the exact bytes of the last round's payload.
+
+Payload buffers and phases (DESIGN §5: "a payload may reuse the compressor's buffers and
+is valid until the next compress on the same key"). The compress loop allocates no
+payloads: a payload's tensors are the compressor's buffers, kept per (tensor key, phase),
+allocated at a key's first compress and rewritten by each later compress of that key in
+that phase (`Compressor.buffers`). The **phase** is counted, not
+passed: it is how many times this key was compressed before at this same step (0 for
+the first compress of a step, 1 for the second, ...), so a divisible scheme that
+compresses a key twice in one step, PowerSGD's two rounds, or several simulated workers
+sharing one instance never overwrite a payload still in flight; a payload stays valid
+until the compress of the same key and phase at a later step. The first `MAX_PHASES`
+phases of each key get reused buffers; later ones (a test driving many workers through
+one instance) get fresh tensors, so nothing is ever overwritten early. Callers keep the
+tensor key alone (never "layer#1" per phase: keys carry state such as momentum, seeds
+and COVAP's index). A payload that must outlive that (a copy kept across steps) is
+cloned by its holder: `Payload.clone()`. A data-dependent payload (3LC, DGC, threshold)
+may be a view of a larger buffer: `wire_bytes` counts its own elements, but pickling a
+view would ship the whole buffer, so clone before pickling.
+
+Fast host paths and device paths: several kinds (the quantizers, 3LC, randomk's gather)
+have a CPU-only fast path (numpy, blocked and shared between threads by `chunks`) behind
+`host_path(tensor)`; the torch paths are the device paths (CUDA) and give the same wire
+bytes. `HOST_FAST_PATHS = False` makes CPU tensors take the device paths too (the tests
+do, to check one against the other).
 """
 
 from __future__ import annotations
@@ -49,6 +73,68 @@ class Payload:
     def wire_bytes(self) -> int:
         """Exact bytes of the tensors on the wire, indices and scales included."""
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+    def clone(self) -> Payload:
+        """A copy that owns its tensors (exactly sized), valid after the compressor reuses
+        its buffers."""
+        tensors = {k: v.clone() for k, v in self.tensors.items()}
+        return Payload(tensors, self.shape, self.dtype, self.round, dict(self.info))
+
+
+HOST_FAST_PATHS = True  # False: CPU tensors take the device (torch) paths, as the tests check
+MAX_PHASES = 4  # phases per key with reused buffers: divisible schemes (2) x rounds (2)
+
+
+def host_path(t: Tensor) -> bool:
+    """Whether `t` takes a CPU-only fast path (see the module docstring)."""
+    return HOST_FAST_PATHS and t.device.type == "cpu"
+
+
+class _BufferStore:
+    """A compressor's payload buffers: per key the (step, phase) of its last compress, and
+    the tensors of every (key, phase, name)."""
+
+    __slots__ = ("last", "tensors")
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[int, int]] = {}
+        self.tensors: dict[tuple[str, int, str], Tensor] = {}
+
+
+class Buffers:
+    """The payload buffers of one compress call: those of its (key, phase). Past
+    `MAX_PHASES` (`phase` None) every request is a fresh tensor."""
+
+    __slots__ = ("_store", "_key", "phase")
+
+    def __init__(self, store: _BufferStore, key: str, phase: int | None):
+        self._store, self._key, self.phase = store, key, phase
+
+    def get(
+        self, name: str, shape: int | tuple[int, ...], dtype: torch.dtype, device: torch.device
+    ) -> Tensor:
+        """A tensor of exactly `shape` (contents undefined), the same one at every step
+        while shape, dtype and device stay."""
+        size = (shape,) if isinstance(shape, int) else tuple(shape)
+        if self.phase is None:
+            return torch.empty(size, dtype=dtype, device=device)
+        k = (self._key, self.phase, name)
+        t = self._store.tensors.get(k)
+        if t is None or t.shape != size or t.dtype != dtype or t.device != torch.device(device):
+            t = self._store.tensors[k] = torch.empty(size, dtype=dtype, device=device)
+        return t
+
+    def at_least(self, name: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """A 1-D tensor of at least n elements (for payloads whose size depends on the
+        data: slice it), grown by a quarter when it is too small."""
+        if self.phase is None:
+            return torch.empty(n, dtype=dtype, device=device)
+        k = (self._key, self.phase, name)
+        t = self._store.tensors.get(k)
+        if t is None or t.numel() < n or t.dtype != dtype or t.device != torch.device(device):
+            grown = n if t is None or t.dtype != dtype else max(n, t.numel() + t.numel() // 4)
+            t = self._store.tensors[k] = torch.empty(grown, dtype=dtype, device=device)
+        return t
 
 
 class Compressor(ABC):
@@ -104,8 +190,21 @@ class Compressor(ABC):
             out += self.decompress(p, key, step)
         return out
 
-    def reset(self) -> None:  # noqa: B027 - optional: stateless compressors keep nothing
-        """Forget per-key state."""
+    def buffers(self, key: str, step: int) -> Buffers:
+        """The payload buffers of this compress of `key` at `step`: call it once per
+        compress. Counts the phase (the module docstring): 0 for the first compress of the
+        key at this step, one more for each further compress at the same step."""
+        store = self.__dict__.get("_payload_buffers")
+        if store is None:
+            store = self.__dict__["_payload_buffers"] = _BufferStore()
+        last = store.last.get(key)
+        phase = last[1] + 1 if last is not None and last[0] == step else 0
+        store.last[key] = (step, phase)
+        return Buffers(store, key, phase if phase < MAX_PHASES else None)
+
+    def reset(self) -> None:
+        """Forget per-key state (subclasses extend it), the payload buffers included."""
+        self.__dict__.pop("_payload_buffers", None)
 
 
 class Memory(ABC):

@@ -5,6 +5,10 @@ and cast back) and splittable (split along the flattened tensor). `int8` is 3LC'
 quantization (3LC §4.3 baseline): 255 levels, q = round(x / max|x| · 127) in [−127, 127],
 with the per-tensor scale max|x| / 127 as an fp32 on the wire; workers' scales differ, so
 int8 payloads are not additive.
+
+Payloads are the key's buffers (`base.py`): a cast writes into a preallocated tensor of
+the wire dtype, one pass that reads 4 bytes and writes 2 an element for fp16 (a plain copy
+writes 4). `decompress` returns a tensor of its own, never the payload's buffer.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ class _Cast(Compressor):
     wire_dtype: ClassVar[torch.dtype]
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        values = grad.reshape(-1).to(self.wire_dtype)
-        if values.data_ptr() == grad.data_ptr() and values.numel():
-            values = values.clone()  # a payload must not alias the caller's gradient
+        x = grad.detach().reshape(-1)
+        values = self.buffers(key, step).get("values", x.numel(), self.wire_dtype, x.device)
+        values.copy_(x)  # never aliases the caller's gradient
         return Payload({"values": values}, grad.shape, grad.dtype)
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
-        return payload.tensors["values"].to(payload.dtype).reshape(payload.shape)
+        values = payload.tensors["values"]
+        return values.to(payload.dtype, copy=True).reshape(payload.shape)
 
     def wire_bytes(self, numel: int, step: int) -> int:
         return numel * torch.tensor([], dtype=self.wire_dtype).element_size()
@@ -80,11 +85,26 @@ class Int8(Compressor):
     name = "int8"
     family = "cast"
 
+    def __init__(self) -> None:
+        self._tmp: Tensor | None = None  # fp32 scratch, consumed within one compress
+
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        x = grad.reshape(-1).float()
-        peak = x.abs().max() if x.numel() else torch.zeros((), device=x.device)
-        scale = torch.where(peak > 0, peak / 127, torch.ones_like(peak)).reshape(1)
-        q = torch.round(x / scale).clamp_(-127, 127).to(torch.int8)
+        x = grad.detach().reshape(-1).float()
+        n = x.numel()
+        bufs = self.buffers(key, step)
+        q = bufs.get("values", n, torch.int8, x.device)
+        scale = bufs.get("scale", 1, torch.float32, x.device)
+        if not n:
+            scale.fill_(1.0)
+            return Payload({"values": q, "scale": scale}, grad.shape, grad.dtype)
+        lo, hi = torch.aminmax(x)  # max|x| without an |x| temporary
+        peak = torch.maximum(hi, -lo)
+        scale.copy_(torch.where(peak > 0, peak / 127, torch.ones_like(peak)))
+        tmp = self._tmp
+        if tmp is None or tmp.numel() < n or tmp.device != x.device:
+            tmp = self._tmp = torch.empty(n, dtype=torch.float32, device=x.device)
+        y = torch.div(x, scale, out=tmp[:n]).round_().clamp_(-127, 127)
+        q.copy_(y)  # exact: integers in [-127, 127]
         return Payload({"values": q, "scale": scale}, grad.shape, grad.dtype)
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
@@ -93,3 +113,7 @@ class Int8(Compressor):
 
     def wire_bytes(self, numel: int, step: int) -> int:
         return numel + 4
+
+    def reset(self) -> None:
+        super().reset()
+        self._tmp = None

@@ -2,10 +2,13 @@
 
 Two sources, each stating itself in `CostTable.source`:
 
-- **Measured on this host** (`measure`, `gcbench bench compressors`): compress and
-  decompress timed over sizes 2^10..2^26 (warm-up, median of interleaved repeats), then
-  `fit` turns the points into fixed + per-byte segments, with a second segment where the
-  curve bends (caches, thread pools).
+- **Measured on this host** (`measure`, `gcbench bench compressors [--torch-device
+  cuda]`): compress and decompress timed over sizes 2^10..2^26 (warm-up, median of
+  interleaved repeats; on CUDA synchronised around each call), then `fit` turns the points
+  into fixed + per-byte segments, with a second segment where the curve bends (caches,
+  thread pools). On a GPU the table's `device_key` names the device-table entry the GPU
+  is (`h100`, `a100`, ...; None for a GPU the table lacks), so that the simulator can use
+  it for that device in place of the roofline; `read_table` loads a written table.
 - **GPU roofline** (`gpu_table`): bytes through device memory / (bandwidth x the device
   table's memory efficiency) + a launch latency per kernel, per compressor from the
   traffic and kernel counts in `ROOFLINE`. For the compressors the ByteComp authors
@@ -17,11 +20,13 @@ Two sources, each stating itself in `CostTable.source`:
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 SIZES = tuple(2**e for e in range(10, 27, 2))  # 2^10 .. 2^26 elements
 
@@ -96,12 +101,14 @@ class CostTable:
     compress: dict[str, CostModel] = field(default_factory=dict)
     decompress: dict[str, CostModel] = field(default_factory=dict)
     points: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    device_key: str | None = None  # the device-table entry measured (`cpu`, `h100`, ...)
 
     def to_json(self) -> dict:
         return {
             "format": "gcbench-compressor-costs",
             "version": 1,
             "device": self.device,
+            "device_key": self.device_key,
             "source": self.source,
             "compressors": {
                 name: {
@@ -112,6 +119,68 @@ class CostTable:
                 for name in self.compress
             },
         }
+
+
+def _segments(rows: list[dict]) -> CostModel:
+    return CostModel(
+        tuple(
+            Segment(float(r["upto_bytes"]), float(r["fixed_s"]), float(r["per_byte_s"]))
+            for r in rows
+        )
+    )
+
+
+def table_from_json(data: dict) -> CostTable:
+    """The inverse of `CostTable.to_json` (a missing `device_key` reads as None)."""
+    if data.get("format") != "gcbench-compressor-costs" or data.get("version") != 1:
+        raise ValueError("not a gcbench compressor cost table (format/version)")
+    table = CostTable(str(data["device"]), str(data["source"]), device_key=data.get("device_key"))
+    for name, entry in data["compressors"].items():
+        table.compress[name] = _segments(entry["compress"])
+        table.decompress[name] = _segments(entry["decompress"])
+        table.points[name] = {
+            k: [(float(b), float(s)) for b, s in v] for k, v in entry.get("points", {}).items()
+        }
+    return table
+
+
+def read_table(path: str | Path) -> CostTable:
+    """A cost table written by `gcbench bench compressors --out`."""
+    return table_from_json(json.loads(Path(path).read_text()))
+
+
+# Substrings of torch.cuda.get_device_name() -> device-table entries.
+_GPU_NAMES = (
+    ("H100", "h100"),
+    ("A100", "a100"),
+    ("V100", "v100"),
+    ("2080 Ti", "rtx2080ti"),
+    ("T4", "t4"),
+)
+
+
+def device_key(torch_device: str) -> str | None:
+    """The device-table entry of a torch device: `cpu`, the GPU's entry, or None."""
+    import torch
+
+    device = torch.device(torch_device)
+    if device.type == "cpu":
+        return "cpu"
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        return next((key for part, key in _GPU_NAMES if part in name), None)
+    return None
+
+
+def describe_device(torch_device: str) -> str:
+    import platform
+
+    import torch
+
+    device = torch.device(torch_device)
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} ({torch_device}, torch {torch.__version__})"
+    return f"{torch_device} ({platform.machine()}, torch {torch.__version__})"
 
 
 def median_pair(
@@ -143,9 +212,8 @@ def measure(
     torch_device: str = "cpu",
     on_point: Callable[[str, int], None] | None = None,
 ) -> CostTable:
-    """Time every compressor's compress and decompress (interleaved) at each size."""
-    import platform
-
+    """Time every compressor's compress and decompress (interleaved) at each size, on
+    `torch_device` (cpu, or cuda[:N], synchronised around each call)."""
     import torch
 
     from gcbench.compress.registry import create
@@ -157,9 +225,14 @@ def measure(
             torch.cuda.synchronize(device)
 
     params = {"threshold": {"threshold": 2.0}}
+    if device.type == "cuda" and not torch.cuda.is_available():
+        from gcbench.errors import ConfigError
+
+        raise ConfigError([f"--torch-device {torch_device}: no CUDA device is visible"])
     table = CostTable(
-        f"{torch_device} ({platform.machine()}, torch {torch.__version__})",
+        describe_device(torch_device),
         f"measured by gcbench bench compressors on {time.strftime('%Y-%m-%d')}",
+        device_key=device_key(torch_device),
     )
     for name in names:
         c = create(name, **params.get(name, {}))

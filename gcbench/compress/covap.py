@@ -80,17 +80,19 @@ class Covap(Compressor):
         return self._index.setdefault(key, len(self._index))
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        bufs = self.buffers(key, step)
         if selected(self.index(key), step, self.interval):
-            values = grad.reshape(-1).float().clone()
+            x = grad.detach().reshape(-1)
+            values = bufs.get("values", x.numel(), torch.float32, x.device).copy_(x)
         else:
-            values = torch.zeros(0, dtype=torch.float32, device=grad.device)
+            values = bufs.get("empty", 0, torch.float32, grad.device)
         return Payload({"values": values}, grad.shape, grad.dtype)
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         values = payload.tensors["values"]
         if values.numel() != payload.numel:  # not sent this step
             return torch.zeros(payload.shape, dtype=payload.dtype, device=values.device)
-        return values.to(payload.dtype).reshape(payload.shape)
+        return values.to(payload.dtype, copy=True).reshape(payload.shape)
 
     def reduce(self, payloads: list[Payload]) -> Payload:
         first = payloads[0]
@@ -111,4 +113,5 @@ class Covap(Compressor):
         return 4 * n if selected(self.index(key), step, self.interval) else 0
 
     def reset(self) -> None:
+        super().reset()
         self._index.clear()

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from gcbench.compress.base import Compressor, Payload, generator
+from gcbench.compress.base import Buffers, Compressor, Payload, generator
 from gcbench.compress.registry import register
 from gcbench.errors import ConfigError
 
@@ -198,15 +198,15 @@ class _LowRank(Compressor):
             store[key] = value.clone()
 
     @staticmethod
-    def _raw(grad: Tensor, round: int = 0) -> Payload:
-        raw = grad.detach().to(WIRE_DTYPE)
-        if raw.data_ptr() == grad.data_ptr() and raw.numel():
-            raw = raw.clone()  # a payload must not alias the caller's gradient
+    def _raw(grad: Tensor, bufs: Buffers, round: int = 0) -> Payload:
+        """The gradient in fp32, in the key's buffer (never aliasing the gradient)."""
+        raw = bufs.get("raw", tuple(grad.shape), WIRE_DTYPE, grad.device).copy_(grad.detach())
         return Payload({"raw": raw}, grad.shape, grad.dtype, round, {"uncompressed": True})
 
     @staticmethod
-    def _wire(t: Tensor) -> Tensor:
-        return t if t.dtype == WIRE_DTYPE else t.to(WIRE_DTYPE)
+    def _wire(t: Tensor, bufs: Buffers, name: str) -> Tensor:
+        """t in fp32, copied into the key's payload buffer `name`."""
+        return bufs.get(name, tuple(t.shape), WIRE_DTYPE, t.device).copy_(t)
 
     def reduce(self, payloads: list[Payload]) -> Payload:
         """Elementwise sum in fp32 (the wire dtype of factors and raw tensors); the result
@@ -290,17 +290,21 @@ class PowerSGD(_LowRank):
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         self.shapes[key] = tuple(grad.shape)
         view = lowrank_view(grad.shape, self.rank)
+        bufs = self.buffers(key, step)
         if prev is None:  # round 0
             if view is None:
                 return Payload({}, grad.shape, grad.dtype, 0, {"uncompressed": True})
             m = self._matrix(grad, view)
             q = self._factor(self._q, key, ("powersgd", key), m, view[1])
-            p = self._wire(m @ q)  # Alg. 1 line 3
+            if m.dtype == WIRE_DTYPE:  # Alg. 1 line 3, straight into the payload
+                p = torch.mm(m, q, out=bufs.get("p", (view[0], self.rank), WIRE_DTYPE, m.device))
+            else:
+                p = self._wire(m @ q, bufs, "p")
             return Payload({"p": p}, grad.shape, grad.dtype, 0)
         if prev.round != 0:
             raise ValueError(f"powersgd: prev must be the round-0 payload, got round {prev.round}")
         if view is None:
-            return self._raw(grad, round=1)
+            return self._raw(grad, bufs, round=1)
         m = self._matrix(grad, view)
         p = prev.tensors["p"]
         if p.shape != (view[0], self.rank):
@@ -310,7 +314,7 @@ class PowerSGD(_LowRank):
         q = (p_hat.T @ m).T.contiguous()  # Alg. 1 line 6: Mᵀ P̂, in the faster order on CPU
         # Reused as is on a single worker; aggregate() replaces it by the sum.
         self._keep(self._q, key, q)
-        return Payload({"q": self._wire(q)}, grad.shape, grad.dtype, 1)
+        return Payload({"q": self._wire(q, bufs, "q")}, grad.shape, grad.dtype, 1)
 
     def _factors_for(self, payload: Payload, key: str, step: int) -> tuple[Tensor, Tensor]:
         if payload.round != 1 or "q" not in payload.tensors:
@@ -341,6 +345,7 @@ class PowerSGD(_LowRank):
         return {k: v.clone() for k, v in out.items() if v is not None}
 
     def reset(self) -> None:
+        super().reset()
         self._q.clear()
         self._p_hat.clear()
 
@@ -400,8 +405,9 @@ class ACPSGD(_LowRank):
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         self.shapes[key] = tuple(grad.shape)
         view = lowrank_view(grad.shape, self.rank)
+        bufs = self.buffers(key, step)
         if view is None:
-            return self._raw(grad)
+            return self._raw(grad, bufs)
         n, m_cols = view
         m = self._matrix(grad, view)
         a = self._compensated(key, m)
@@ -412,14 +418,16 @@ class ACPSGD(_LowRank):
                 a.addmm_(p, q_hat.T, alpha=-1)  # E = A - P Q̂ᵀ
             self._fixed[key] = (step, q_hat)
             self._keep(self._p, key, p)  # local P_t, until the aggregated one is seen
-            return Payload({"p": self._wire(p)}, grad.shape, grad.dtype, 0, {"step": step})
+            return Payload(
+                {"p": self._wire(p, bufs, "p")}, grad.shape, grad.dtype, 0, {"step": step}
+            )
         p_hat = orthogonalize(self._factor(self._p, key, ("acpsgd", key, "p"), m, n))  # 9-12
         q = (p_hat.T @ a).T.contiguous()  # Aᵀ P̂, in the faster order
         if self.error_feedback:
             a.addmm_(p_hat, q.T, alpha=-1)  # E = A - P̂ Qᵀ
         self._fixed[key] = (step, p_hat)
         self._keep(self._q, key, q)
-        return Payload({"q": self._wire(q)}, grad.shape, grad.dtype, 0, {"step": step})
+        return Payload({"q": self._wire(q, bufs, "q")}, grad.shape, grad.dtype, 0, {"step": step})
 
     def _factors_for(self, payload: Payload, key: str, step: int) -> tuple[Tensor, Tensor]:
         fixed = self._fixed.get(key)
@@ -461,6 +469,7 @@ class ACPSGD(_LowRank):
         return {k: v.clone() for k, v in out.items() if v is not None}
 
     def reset(self) -> None:
+        super().reset()
         for d in (self._p, self._q, self._e, self._fixed):
             d.clear()
 

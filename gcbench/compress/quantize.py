@@ -43,15 +43,22 @@ one uniform an element, from the seed `stable_seed(name, seed, key, step)`: the 
 (seed, key, step) draws the same numbers in every run. Workers that should round
 independently, as in the papers, are built with different `seed`s (e.g. their rank). On
 the CPU the uniforms come from numpy's PCG64 (about twice as fast as torch's CPU
-generator here), on other devices from `generator(...)`, a torch.Generator on that
+generator here), drawn chunk by chunk on the `chunks` pool from the generator advanced
+to each chunk's offset (the same stream as one draw); on other devices (and on the CPU
+with `base.HOST_FAST_PATHS = False`) from `generator(...)`, a torch.Generator on that
 device: the two streams differ, so results are reproducible per device type.
 
-Speed (measured on a 2-core host): comparisons and bit work run through numpy's C loops
-(`less` + `packbits` are ~3x faster than torch's kernels there), float arithmetic through
-torch's (faster than numpy's there), large temporaries live in per-instance scratch
-buffers (a fresh multi-MB allocation costs its page faults), and decompression is one
-table lookup of 8 (or 4) output values per packed byte. A compressor instance is
-therefore not safe to call from two threads at once.
+Host and device paths. On the CPU the sign kinds (signsgd, efsignsgd, onebit, and
+signum's signs) make one pass over the gradient, block by block on the `chunks` pool:
+the comparison, `packbits` into the payload, and the statistic the kind needs (Σ|x|, or
+the count and sums of each sign) while the block is in cache. Comparisons and bit work
+run through numpy's C loops (`less` + `packbits` are ~3x faster than torch's kernels
+there), float arithmetic through torch's or numpy's, and temporaries live in scratch
+buffers (a fresh multi-MB allocation costs its page faults). The device paths are
+vectorised torch: bit packing as one weighted sum over each byte's codes, scales and
+means as tensors (no host synchronisation), decompression one table lookup of 8 (or 4)
+values per packed byte. Payload tensors are the key's buffers (`base.py`). A compressor
+instance is not safe to call from two threads at once.
 """
 
 from __future__ import annotations
@@ -63,11 +70,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gcbench.compress.base import Compressor, Payload, generator, stable_seed
+from gcbench.compress import chunks
+from gcbench.compress.base import Buffers, Compressor, Payload, generator, host_path, stable_seed
 from gcbench.compress.registry import register
 from gcbench.errors import ConfigError
 
 USE_NUMPY = True  # CPU tensors take the numpy paths; tests set it False to check the torch ones
+# (so does `base.HOST_FAST_PATHS = False`, for every family)
 
 _NP_FLOATS = (torch.float16, torch.float32, torch.float64)
 _SAME_WIDTH_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -75,7 +84,7 @@ MAX_QSGD_LEVELS = 2**31 - 1  # codes of at most 32 bits
 
 
 def _host(t: Tensor) -> bool:
-    return USE_NUMPY and t.device.type == "cpu"
+    return USE_NUMPY and host_path(t)
 
 
 def _flat(grad: Tensor) -> Tensor:
@@ -217,8 +226,19 @@ def _np_code_dtype(width: int) -> np.dtype:
     raise ValueError(f"codes of {width} bits")
 
 
-def _np_pack(codes: np.ndarray, width: int, scratch: _Scratch | None = None) -> np.ndarray:
-    """Pack codes (1-D, values < 2^width) into a new array of ⌈n·width/8⌉ bytes."""
+def _np_pack(
+    codes: np.ndarray, width: int, scratch: _Scratch | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Pack codes (1-D, values < 2^width) into ⌈n·width/8⌉ bytes: `out` if given, else a
+    new array."""
+    packed = _np_pack_new(codes, width, scratch)
+    if out is None:
+        return packed
+    np.copyto(out, packed)
+    return out
+
+
+def _np_pack_new(codes: np.ndarray, width: int, scratch: _Scratch | None = None) -> np.ndarray:
     n = codes.size
     nbytes = packed_bytes(n, width)
     if width == 1:
@@ -284,21 +304,52 @@ def _np_unpack(
     return np.ascontiguousarray(wide).view(dt).reshape(n)
 
 
-def _torch_pack(codes: Tensor, width: int) -> Tensor:
-    """The device path of `pack_codes` (the same bytes; little-endian words)."""
+_DEVICE_CONSTANTS: dict[tuple[str, int, torch.device], Tensor] = {}
+
+
+def _on(device: torch.device, name: str, width: int) -> Tensor:
+    """A small constant table on `device`, made once: "weights" (the place value of each
+    of the 8/width codes of a byte) or "codes" (`_BYTE_CODES[width]`)."""
+    key = (name, width, device)
+    t = _DEVICE_CONSTANTS.get(key)
+    if t is None:
+        if name == "weights":
+            t = torch.tensor([1 << (width * j) for j in range(8 // width)], dtype=torch.uint8)
+        else:
+            t = _BYTE_CODES[width]
+        t = _DEVICE_CONSTANTS[key] = t.to(device)
+    return t
+
+
+def _torch_pack(codes: Tensor, width: int, out: Tensor | None = None) -> Tensor:
+    """The device path of `pack_codes` (the same bytes): widths dividing 8 as one weighted
+    sum over each byte's codes (two elementwise kernels and a short reduction), others in
+    little-endian words. Into `out` (uint8, ⌈n·width/8⌉) if given."""
     n, dev = codes.numel(), codes.device
     nbytes = packed_bytes(n, width)
     if width > 8:
         shifts = torch.arange(width, device=dev)
         bits = (codes.long().unsqueeze(1) >> shifts) & 1
-        return _torch_pack(bits.reshape(-1), 1)
+        return _torch_pack(bits.reshape(-1), 1, out)
     if width == 8:
-        return codes.to(torch.uint8, copy=True)
+        return codes.to(torch.uint8, copy=True) if out is None else out.copy_(codes)
+    if 8 % width == 0:
+        per = 8 // width
+        c = codes.view(torch.uint8) if codes.dtype == torch.bool else codes.to(torch.uint8)
+        if n != nbytes * per:
+            padded = torch.zeros(nbytes * per, dtype=torch.uint8, device=dev)
+            padded[:n] = c
+            c = padded
+        placed = c.reshape(nbytes, per) * _on(dev, "weights", width)  # distinct bits: sum = or
+        if out is None:
+            return placed.sum(1, dtype=torch.uint8)
+        return torch.sum(placed, 1, dtype=torch.uint8, out=out)
     g = -(-n // 8)
     buf = torch.zeros(g * 8, dtype=torch.uint8, device=dev)
     buf[:n] = codes
     w = _compact(buf.view(torch.int64), width)
-    return w.view(torch.uint8).reshape(g, 8)[:, :width].reshape(-1)[:nbytes].clone()
+    packed = w.view(torch.uint8).reshape(g, 8)[:, :width].reshape(-1)[:nbytes]
+    return packed.clone() if out is None else out.copy_(packed)
 
 
 def _torch_unpack(packed: Tensor, n: int, width: int) -> Tensor:
@@ -311,6 +362,8 @@ def _torch_unpack(packed: Tensor, n: int, width: int) -> Tensor:
         return (bits << torch.arange(width, device=dev)).sum(1)
     if width == 8:
         return packed.clone()
+    if 8 % width == 0:  # one lookup of a byte's codes
+        return _on(dev, "codes", width)[packed.long()].reshape(-1)[:n].to(torch.uint8)
     g = -(-n // 8)
     stream = torch.zeros(g * width, dtype=torch.uint8, device=dev)
     stream[: packed.numel()] = packed
@@ -375,7 +428,12 @@ def _decode(packed: Tensor, n: int, width: int, values: Tensor, dtype: torch.dty
     values = values.to(device=packed.device, dtype=dtype)
     host = _host(packed)
     if 8 % width == 0:
-        table = values[_BYTE_CODES[width].to(packed.device)]
+        by_byte = (
+            _BYTE_CODES[width]
+            if packed.device.type == "cpu"
+            else _on(packed.device, "codes", width)
+        )
+        table = values[by_byte]
         return _take(table, packed.numpy() if host else packed).reshape(-1)[:n]
     codes = _np_unpack(packed.numpy(), n, width) if host else _torch_unpack(packed, n, width)
     return _take(values, codes)
@@ -403,6 +461,15 @@ class _Quantizer(Compressor):
             return torch.from_numpy(np.less(xn, 0, out=self._scratch.get("neg", xn.size, bool)))
         return x < 0
 
+    def _signs(self, x: Tensor, bufs: Buffers, stats: str = "") -> tuple[Tensor, list]:
+        """The packed sign bits of flat x (x < 0) in the payload buffer "signs", and on the
+        host path (numpy floats) the per-chunk statistics of `_np_signs` (else [])."""
+        out = bufs.get("signs", packed_bytes(x.numel(), 1), torch.uint8, x.device)
+        if _host(x) and x.dtype in _NP_FLOATS:
+            return out, _np_signs(x.numpy(), out.numpy(), stats)
+        _torch_pack(x < 0, 1, out)
+        return out, []
+
     def aggregate(self, payloads: list[Payload], key: str, step: int) -> Tensor:
         """The sum of the workers' reconstructions, accumulated in fp32 (fp64)."""
         first = payloads[0]
@@ -412,7 +479,60 @@ class _Quantizer(Compressor):
         return out.to(first.dtype)
 
     def reset(self) -> None:
+        super().reset()
         self._scratch.clear()
+
+
+_ONES: dict[np.dtype, np.ndarray] = {}
+
+
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    ones = _ONES.get(dtype)
+    if ones is None or ones.size < n:
+        ones = _ONES[dtype] = np.ones(max(n, chunks.BLOCK), dtype)
+        ones.flags.writeable = False
+    return ones[:n]
+
+
+def _np_signs(xn: np.ndarray, packed: np.ndarray, stats: str = "") -> list:
+    """Sign bits of xn (x < 0; 1-D float16/32/64) packed into `packed` (⌈n/8⌉ bytes),
+    chunk by chunk on the pool, and per chunk what `stats` asks for: "l1": Σ|x|
+    (float32 and float64 only), "onebit": (#(x < 0), Σ max(x, 0), Σ min(x, 0)). Sums are
+    taken per block of `chunks.BLOCK` elements in the input's precision (BLAS dot products
+    with ones or with the 0/1 masks, which select without cancelling) and added up in
+    float64."""
+
+    def chunk(lo: int, hi: int) -> tuple[float, float, float]:
+        a = b = c = 0.0
+        neg_buf = chunks.scratch("neg", chunks.BLOCK, np.bool_)
+        t_buf = chunks.scratch("t", chunks.BLOCK, xn.dtype)
+        ones = _ones(chunks.BLOCK, xn.dtype)
+        for b0, b1 in chunks.blocks(lo, hi):  # b0 is a multiple of 8
+            blk = xn[b0:b1]
+            m = b1 - b0
+            neg = neg_buf[:m]
+            np.less(blk, 0, out=neg)
+            packed[b0 // 8 : (b1 + 7) // 8] = np.packbits(neg, bitorder="little")
+            if stats == "l1":
+                t = t_buf[:m]
+                np.abs(blk, out=t)
+                a += float(np.dot(t, ones[:m]))
+            elif stats == "onebit":  # dot products with the 0/1 masks: exact selection
+                t = t_buf[:m]
+                a += int(np.count_nonzero(neg))
+                np.copyto(t, neg)  # [x < 0]
+                c += float(np.dot(blk, t))
+                np.subtract(1, t, out=t)  # [x >= 0]
+                b += float(np.dot(blk, t))
+        return a, b, c
+
+    return chunks.for_chunks(xn.size, chunk)
+
+
+def _set(buf: Tensor, *values: float) -> Tensor:
+    """Write host scalars into a small CPU payload buffer (rounded to its dtype)."""
+    buf.numpy()[:] = values
+    return buf
 
 
 class _SignVote(_Quantizer):
@@ -445,7 +565,7 @@ class SignSGD(_SignVote):
     name = "signsgd"
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        signs = pack_bits(self._negative(_flat(grad)))
+        signs, _ = self._signs(_flat(grad), self.buffers(key, step))
         return Payload({"signs": signs}, grad.shape, grad.dtype)
 
 
@@ -488,7 +608,8 @@ class Signum(_SignVote):
         return torch.lerp(g, s.prev, self.momentum, out=s.cur)
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        signs = pack_bits(self._negative(self.momentum_of(grad, key, step)))
+        bufs = self.buffers(key, step)
+        signs, _ = self._signs(self.momentum_of(grad, key, step), bufs)
         return Payload({"signs": signs}, grad.shape, grad.dtype)
 
     def reset(self) -> None:
@@ -503,16 +624,31 @@ class Signum(_SignVote):
 class EFSignSGD(_Quantizer):
     """EF-SignSGD's compressor (Karimireddy et al. 2019: C(x) = ‖x‖₁/d · sign(x)):
     sign bits and the fp32 scale ‖x‖₁/d. Error feedback is a separate `Memory`
-    (`create_memory("residual")`); aggregation sums the workers' scaled signs."""
+    (`create_memory("residual")`); aggregation sums the workers' scaled signs.
+
+    Host path (fp32, fp64): one pass, chunk by chunk, packs the signs and sums |x| (per
+    block in the input's precision, blocks added in fp64). Device path: ‖x‖₁ by
+    `torch.linalg.vector_norm` in fp32 (fp64; on a CPU always fp64), no host
+    synchronisation. The two scales may differ in their last bits (summation order)."""
 
     name = "efsignsgd"
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         x = _flat(grad)
         n = x.numel()
-        scale = float(torch.linalg.vector_norm(x, 1, dtype=_acc_dtype(x.dtype))) / n if n else 0.0
-        signs = pack_bits(self._negative(x))
-        return Payload({"signs": signs, "scale": _f32(scale)}, grad.shape, grad.dtype)
+        bufs = self.buffers(key, step)
+        scale = bufs.get("scale", 1, torch.float32, x.device)
+        host_l1 = x.dtype in (torch.float32, torch.float64)
+        signs, parts = self._signs(x, bufs, "l1" if host_l1 else "")
+        if parts and host_l1:
+            _set(scale, sum(p[0] for p in parts) / n)
+        elif not n:
+            scale.zero_()
+        else:  # torch's CPU kernel sums fp32 poorly (0.5% off at 2^24): fp64 there
+            acc = torch.float64 if x.device.type == "cpu" else _acc_dtype(x.dtype)
+            norm = torch.linalg.vector_norm(x, 1, dtype=acc)
+            scale.copy_(norm.double() / n)
+        return Payload({"signs": signs, "scale": scale}, grad.shape, grad.dtype)
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         s = payload.tensors["scale"].double()
@@ -537,18 +673,22 @@ class OneBit(_Quantizer):
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         x = _flat(grad).to(_acc_dtype(grad.dtype))
         n = x.numel()
-        neg = self._negative(x)
-        means = [0.0, 0.0]
-        if n:
-            n_neg = int(np.count_nonzero(neg.numpy())) if _host(x) else int(neg.sum())
-            tmp = self._tensor("f", n, x.dtype) if _host(x) else None
+        bufs = self.buffers(key, step)
+        means = bufs.get("means", 2, torch.float32, x.device)
+        signs, parts = self._signs(x, bufs, "onebit")
+        if not n:
+            means.zero_()
+        elif parts:
+            n_neg = int(sum(p[0] for p in parts))
             # Σ max(x, 0) and Σ min(x, 0), each on its own: no cancellation between them.
-            pos_sum = float(torch.clamp(x, min=0, out=tmp).sum())
-            neg_sum = float(torch.clamp(x, max=0, out=tmp).sum())
-            means = [pos_sum / max(n - n_neg, 1), neg_sum / max(n_neg, 1)]
-        signs = pack_bits(neg)
-        means_t = torch.tensor(means, dtype=torch.float32)
-        return Payload({"signs": signs, "means": means_t}, grad.shape, grad.dtype)
+            pos_sum, neg_sum = sum(p[1] for p in parts), sum(p[2] for p in parts)
+            _set(means, pos_sum / max(n - n_neg, 1), neg_sum / max(n_neg, 1))
+        else:  # the device path: no host synchronisation
+            negatives = (x < 0).sum().double()
+            sums = torch.stack([torch.clamp(x, min=0).sum(), torch.clamp(x, max=0).sum()])
+            bins = torch.stack([(n - negatives).clamp(min=1), negatives.clamp(min=1)])
+            means.copy_(sums.double() / bins)
+        return Payload({"signs": signs, "means": means}, grad.shape, grad.dtype)
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         values = payload.tensors["means"].double()  # bit 0 (x ≥ 0), bit 1 (x < 0)
@@ -559,11 +699,29 @@ class OneBit(_Quantizer):
         return packed_bytes(numel, 1) + 8
 
 
+def _np_uniform_into(seed: int, out: np.ndarray) -> None:
+    """out[:] = numpy's float32 uniforms of PCG64(seed), chunk by chunk on the pool: a
+    float32 uniform takes half of one 64-bit output (low half first), so the chunk at
+    (even) offset lo starts from the generator advanced by lo / 2 and the stream is the
+    one a single `random(out=...)` call would draw."""
+
+    def chunk(lo: int, hi: int) -> None:
+        bits = np.random.PCG64(seed)
+        bits.advance(lo // 2)
+        np.random.Generator(bits).random(dtype=np.float32, out=out[lo:hi])
+
+    chunks.for_chunks(out.size, chunk)
+
+
 class _Stochastic(_Quantizer):
     """Stochastic rounding to integer levels: code = clamp(⌊x·ratio + u⌋, −s, s) + s with
     u ~ U[0, 1). For y = x·ratio ≥ 0 that is ⌊y⌋ + 1 with probability y − ⌊y⌋, for y < 0
     −(⌊|y|⌋ + 1) with probability |y| − ⌊|y|⌋: exactly the rounding of TernGrad (s = 1)
-    and QSGD, E[code − s] = y."""
+    and QSGD, E[code − s] = y.
+
+    `ratio` is the fp32 scale's reciprocal (times s) taken in float64 and rounded to the
+    working precision, on both paths: the host passes it as a Python float, the device
+    path as a 0-d tensor, and the codes agree given the same uniforms."""
 
     def __init__(self, seed: int = 0):
         super().__init__()
@@ -575,12 +733,11 @@ class _Stochastic(_Quantizer):
         parts = (self.name, self.seed, key, step)
         if _host(x):
             out = self._scratch.get("u", n, np.float32)
-            rng = np.random.Generator(np.random.PCG64(stable_seed(*parts)))
-            rng.random(dtype=np.float32, out=out)
+            _np_uniform_into(stable_seed(*parts), out)
             return torch.from_numpy(out)
         return torch.rand(n, generator=generator(*parts, device=x.device), device=x.device)
 
-    def rounded(self, x: Tensor, u: Tensor, ratio: float, s: int, width: int) -> Tensor:
+    def rounded(self, x: Tensor, u: Tensor, ratio: float | Tensor, s: int, width: int) -> Tensor:
         """The codes clamp(⌊x·ratio + u⌋, −s, s) + s of flat x (uint8 up to 8 bits, else
         int64), computed as clamp(x·ratio + u + s, 0, 2s) cast to an integer: the cast
         truncates, which is ⌊·⌋ on [0, 2s]. (torch's CPU kernels run this arithmetic
@@ -593,10 +750,22 @@ class _Stochastic(_Quantizer):
         out = self._tensor("codes", x.numel(), torch.uint8) if host else None
         return y.to(torch.uint8) if out is None else out.copy_(y)
 
-    def _pack(self, codes: Tensor, width: int) -> Tensor:
+    @staticmethod
+    def _ratio(scale: Tensor, s: int, like: Tensor) -> Tensor:
+        """s / scale (fp32 scale, in float64; 0 where the scale is 0) in like's dtype."""
+        wide = scale.double()
+        return torch.where(wide > 0, s / wide, torch.zeros_like(wide)).to(like.dtype)
+
+    def _codes(self, x: Tensor, scale: float, s: int, width: int, key: str, step: int) -> Tensor:
+        """Host path: the packed codes' input, the rounding of x against `scale`."""
+        u = self._uniform(x.numel(), x, key, step)
+        return self.rounded(x, u, s / scale if scale > 0 else 0.0, s, width)
+
+    def _pack_into(self, codes: Tensor, width: int, out: Tensor) -> Tensor:
         if _host(codes):
-            return torch.from_numpy(_np_pack(codes.numpy(), width, self._scratch))
-        return _torch_pack(codes, width)
+            _np_pack(codes.numpy(), width, self._scratch, out.numpy())
+            return out
+        return _torch_pack(codes, width, out)
 
 
 @register
@@ -611,20 +780,28 @@ class TernGrad(_Stochastic):
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         x = _flat(grad).to(_acc_dtype(grad.dtype))
         n = x.numel()
-        scale = 0.0
-        if n:
+        bufs = self.buffers(key, step)
+        scale = bufs.get("scale", 1, torch.float32, x.device)
+        packed = bufs.get("codes", packed_bytes(n, 2), torch.uint8, x.device)
+        if not n:
+            scale.zero_()
+        elif _host(x):
             lo, hi = torch.aminmax(x)
-            scale = float(np.float32(max(float(hi), -float(lo))))
-        u = self._uniform(n, x, key, step)
-        codes = self.rounded(x, u, 1 / scale if scale > 0 else 0.0, 1, 2)
-        payload = {"codes": self._pack(codes, 2), "scale": _f32(scale)}
-        return Payload(payload, grad.shape, grad.dtype)
+            _set(scale, float(np.float32(max(float(hi), -float(lo)))))
+            codes = self._codes(x, float(scale[0]), 1, 2, key, step)
+            self._pack_into(codes, 2, packed)
+        else:  # the device path: no host synchronisation
+            lo, hi = torch.aminmax(x)
+            scale.copy_(torch.maximum(hi, -lo).float())
+            u = self._uniform(n, x, key, step)
+            self._pack_into(self.rounded(x, u, self._ratio(scale[0], 1, x), 1, 2), 2, packed)
+        return Payload({"codes": packed, "scale": scale}, grad.shape, grad.dtype)
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
-        s = float(payload.tensors["scale"])
-        values = torch.tensor([-s, 0.0, s, 0.0], dtype=torch.float64)  # code 3 is never sent
+        s = payload.tensors["scale"].double()
+        values = torch.tensor([-1.0, 0.0, 1.0, 0.0], dtype=torch.float64, device=s.device) * s
         out = _decode(payload.tensors["codes"], payload.numel, 2, values, payload.dtype)
-        return out.reshape(payload.shape)
+        return out.reshape(payload.shape)  # code 3 is never sent
 
     def wire_bytes(self, numel: int, step: int) -> int:
         return packed_bytes(numel, 2) + 4
@@ -657,30 +834,40 @@ class QSGD(_Stochastic):
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         x = _flat(grad).to(self._work(grad.dtype))
-        n = x.numel()
-        norm = float(np.float32(torch.linalg.vector_norm(x, 2))) if n else 0.0
-        u = self._uniform(n, x, key, step)
-        s = self.levels
-        codes = self.rounded(x, u, s / norm if norm > 0 else 0.0, s, self.width)
-        payload = {"codes": self._pack(codes, self.width), "norm": _f32(norm)}
-        return Payload(payload, grad.shape, grad.dtype)
+        n, s = x.numel(), self.levels
+        bufs = self.buffers(key, step)
+        norm = bufs.get("norm", 1, torch.float32, x.device)
+        packed = bufs.get("codes", packed_bytes(n, self.width), torch.uint8, x.device)
+        if not n:
+            norm.zero_()
+        elif _host(x):
+            _set(norm, float(torch.linalg.vector_norm(x, 2)))
+            codes = self._codes(x, float(norm[0]), s, self.width, key, step)
+            self._pack_into(codes, self.width, packed)
+        else:  # the device path: no host synchronisation
+            norm.copy_(torch.linalg.vector_norm(x, 2))
+            u = self._uniform(n, x, key, step)
+            codes = self.rounded(x, u, self._ratio(norm[0], s, x), s, self.width)
+            self._pack_into(codes, self.width, packed)
+        return Payload({"codes": packed, "norm": norm}, grad.shape, grad.dtype)
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         s, w = self.levels, self.width
-        norm = float(payload.tensors["norm"])
+        norm_t = payload.tensors["norm"]
         packed, n, dtype = payload.tensors["codes"], payload.numel, payload.dtype
+        step_t = norm_t.double() / s  # one level, from the fp32 norm, in float64
         if 8 % w == 0:  # 2, 4 or 8 bits: one table lookup per byte
-            values = (torch.arange(2**w, dtype=torch.float64) - s) * (norm / s)
-            return _decode(packed, n, w, values, dtype).reshape(payload.shape)
+            levels = torch.arange(2**w, dtype=torch.float64, device=norm_t.device) - s
+            return _decode(packed, n, w, levels * step_t, dtype).reshape(payload.shape)
         work = self._work(dtype)
         if _host(packed):
             codes = _np_unpack(packed.numpy(), n, w, self._scratch)
             if codes.dtype != np.uint8:
                 codes = codes.astype(np.int64)
             out = torch.empty(n, dtype=work).copy_(torch.from_numpy(codes))
-            out.sub_(s).mul_(norm / s)  # code − s is exact (an integer below 2^24)
+            out.sub_(s).mul_(float(step_t))  # code − s is exact (an integer below 2^24)
         else:
-            out = (_torch_unpack(packed, n, w).to(work) - s) * (norm / s)
+            out = (_torch_unpack(packed, n, w).to(work) - s) * step_t.to(work)
         return out.to(dtype).reshape(payload.shape)
 
     def wire_bytes(self, numel: int, step: int) -> int:

@@ -48,17 +48,28 @@ non-finite on the wire too. An fp16/bf16 tensor with s > 1 may dequantize to ±i
 m itself exceeds the dtype's range (the paper's dequantization m·q, computed in fp32, then
 cast).
 
-Implementation: numpy array operations, single-threaded; the only Python loop is over
-blocks of 16,384 groups while packing (so each block's trits stay in cache), never over
-elements or bytes. Packing multiplies each 5-byte group, read as an 8-byte word, by one
-constant (`_MAGIC`). Zero-run encoding works from the gaps between literal bytes when
-these are few (sparse gradients), else from the runs of 121; decoding writes only the
-groups that are not all zero when these are few. Tensors on other devices are compressed
-on the CPU; the payload and the output go back to the input's device.
+Implementation. Host path: numpy array operations on the `chunks` pool, with Python
+loops over blocks and chunks, never over elements or bytes. For float32/float64 tensors
+of at least `SPARSE_MIN` elements one pass finds max|x| and the groups of five that may
+hold a nonzero value against the largest |x| seen so far (a lower bound of m/2), reading
+each group's five mask bytes as one 8-byte word; the candidates are rounded against the
+final m/2, packed, and zero-run encoded from the gaps between them, so the base-3^5
+stream of mostly 121s is never written. Past `SPARSE_LIMIT` candidate groups (dense
+data), and for other dtypes, small tensors or a NaN, the dense path packs every group
+(each 5-byte group, read as an 8-byte word, times one constant, `_MAGIC`) and encodes
+the stream, from the gaps between literal bytes when these are few, else from the runs
+of 121; decoding writes only the groups that are not all zero when these are few. Device
+path (tensors elsewhere, or `base.HOST_FAST_PATHS = False`): the same bytes from torch
+operations (comparisons in float64 against m/2, a weighted sum per group, the gap form
+of the encoder), decoded by a cumulative sum of run lengths and one table lookup.
+Payloads are the key's buffers (`base.py`): "bytes" is a prefix of one of ceil(n/5).
 
-Speed (2 shared cores, 2^24 fp32 N(0, 1) values, s = 1, medians of interleaved runs): a
-copy into a preallocated buffer ~7 ms, compress ~34 ms (copy/compress ~0.2), decompress
-~27 ms (most of it writing a fresh 64 MiB output).
+Speed (2 shared cores, 2^24 fp32 N(0, 1) values, s = 1, medians of interleaved runs):
+compress ~11 ms against ~1.3-2.7 ms for a copy into a preallocated buffer (it was
+~34 ms single-threaded on the dense path); the one pass over the values is ~7 ms of it,
+its elementwise numpy passes (|x|, max, compare, group flags, search) bound by memory
+and by the GIL hand-overs between the two threads; decompress ~27 ms (most of it writing
+a fresh 64 MiB output).
 """
 
 from __future__ import annotations
@@ -70,7 +81,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gcbench.compress.base import Compressor, Payload
+from gcbench.compress import chunks
+from gcbench.compress.base import Compressor, Payload, host_path
 from gcbench.compress.registry import register
 
 ZERO_BYTE = 121  # base-3^5 code of five zero values (t = 1 everywhere): 81+27+9+3+1
@@ -105,8 +117,7 @@ def _scale(x: Tensor, sparsity: float) -> float:
         return 0.0
     lo, hi = torch.aminmax(x.detach())
     peak = float(torch.maximum(hi, -lo))  # NaN propagates (Python's max would not)
-    with np.errstate(over="ignore"):
-        return float(np.float32(peak * sparsity))
+    return _wire_scale(peak, sparsity)
 
 
 def _compare_array(x: Tensor, scale: float) -> tuple[np.ndarray, np.floating]:
@@ -115,14 +126,30 @@ def _compare_array(x: Tensor, scale: float) -> tuple[np.ndarray, np.floating]:
     flat = x.detach().reshape(-1)
     if flat.device.type != "cpu":
         flat = flat.cpu()
-    if flat.dtype == torch.float64:
-        return flat.numpy(), np.float64(scale / 2)
+    return _compare_np(_float_array(flat), scale)
+
+
+def _float_array(flat: Tensor) -> np.ndarray:
+    """A flat CPU tensor as a float32 or float64 numpy array (fp16/bf16 -> fp32 is exact)."""
+    if flat.dtype not in (torch.float32, torch.float64):
+        flat = flat.float()
+    return flat.numpy()
+
+
+def _compare_np(arr: np.ndarray, scale: float) -> tuple[np.ndarray, np.floating]:
+    """`_compare_array` of a float32 or float64 array."""
+    if arr.dtype == np.float64:
+        return arr, np.float64(scale / 2)
     half = np.float32(np.float32(scale) / np.float32(2))
     if math.isfinite(scale) and float(half) * 2 != scale:  # m/2 underflows fp32 (subnormal m)
-        return flat.double().numpy(), np.float64(scale / 2)
-    if flat.dtype != torch.float32:
-        flat = flat.float()  # fp16/bf16 -> fp32 is exact
-    return flat.numpy(), half
+        return arr.astype(np.float64), np.float64(scale / 2)
+    return arr, half
+
+
+def _wire_scale(peak: float, sparsity: float) -> float:
+    """m = peak · s rounded to the fp32 on the wire (inf past fp32's range, NaN kept)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(peak * sparsity))
 
 
 def _trits_into(
@@ -132,6 +159,97 @@ def _trits_into(
     np.greater(x, half, out=out.view(np.bool_))
     ge = np.greater_equal(x, -half, out=None if scratch is None else scratch[: x.size])
     np.add(out, ge.view(np.uint8), out=out)
+
+
+def _np_peak(arr: np.ndarray) -> float:
+    """max|x| of a float array, chunk by chunk on the pool (NaN if any x is NaN)."""
+
+    def run(lo: int, hi: int) -> float:
+        a_buf = chunks.scratch("abs", chunks.BLOCK, arr.dtype)
+        peak = 0.0
+        for b0, b1 in chunks.blocks(lo, hi):
+            a = a_buf[: b1 - b0]
+            np.abs(arr[b0:b1], out=a)
+            peak = float(np.maximum(peak, np.max(a)))  # np.maximum propagates NaN
+        return peak
+
+    peaks = chunks.for_chunks(arr.size, run)
+    return float(np.max(peaks)) if peaks else 0.0
+
+
+def _at_most(value: float, dtype: np.dtype) -> np.floating:
+    """The largest number of `dtype` that is at most `value`."""
+    v = dtype.type(value)
+    return np.nextafter(v, dtype.type(-np.inf)) if float(v) > value else v
+
+
+def _candidates(
+    arr: np.ndarray, sparsity: float, limit: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """One pass over a float32/float64 array, chunk by chunk on the pool: (the ascending
+    indices of every whole group of five that may hold a nonzero value, those groups'
+    values (5k, flat), max|x|). Each block's |x| is compared against the half-scale of the
+    largest |x| seen so far by any thread, a lower bound of the final m/2 (fp32 rounding
+    is monotone), so the candidates hold every group with some |x| > m/2 and, for
+    gradient-like data, few others; the caller rounds them against the final m/2 once it
+    is known. A group's flag is its five mask bytes read as one 8-byte word at a stride of
+    5, so only one value in five is searched. The padded last group (n mod 5 values) is
+    left to the caller. Raises `_Dense` for a NaN or once more than `limit` of a chunk's
+    groups are candidates."""
+    seen = [0.0]  # shared by the threads; a stale read only lowers the bound
+    whole = arr.size // 5  # groups of five values
+    group = np.dtype((np.void, 5 * arr.itemsize))  # five values as one record: fast `take`
+
+    def run(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, float]:
+        a_buf = chunks.scratch("abs", chunks.BLOCK, arr.dtype)
+        m_buf = chunks.scratch("mask", chunks.BLOCK + 8, np.uint8)  # 3 spare bytes: words
+        w_buf = chunks.scratch("words", chunks.BLOCK // 5 + 1, np.uint64)
+        f_buf = chunks.scratch("flags", chunks.BLOCK // 5 + 1, np.bool_)
+        found: list[np.ndarray] = []
+        values: list[np.ndarray] = []
+        count, cap, peak = 0, limit * (hi - lo) / 5, 0.0
+        for b0, b1 in chunks.blocks(lo, hi):  # b0 is a multiple of 5
+            m = b1 - b0
+            a = a_buf[:m]
+            np.abs(arr[b0:b1], out=a)
+            block_peak = float(np.max(a))
+            if block_peak != block_peak:  # NaN: the dense path keeps the paper's rules
+                raise _Dense
+            peak = max(peak, block_peak)
+            bound = max(seen[0], peak)
+            seen[0] = bound
+            g = min(m // 5, whole - b0 // 5)
+            if g <= 0:
+                continue
+            mask = m_buf[:m].view(np.bool_)
+            np.greater(a, _at_most(_wire_scale(bound, sparsity) / 2, arr.dtype), out=mask)
+            words = np.ndarray((g,), dtype="<u8", buffer=m_buf, strides=(5,))
+            w = np.bitwise_and(words, np.uint64(0xFF_FFFF_FFFF), out=w_buf[:g])
+            flags = np.not_equal(w, 0, out=f_buf[:g])
+            groups = np.flatnonzero(flags)
+            if not groups.size:
+                continue
+            values.append(np.take(arr[b0 : b0 + 5 * g].view(group), groups))
+            found.append(groups + b0 // 5)
+            count += groups.size
+            if count > cap:
+                raise _Dense
+        if not found:
+            return np.empty(0, np.int64), np.empty(0, group), peak
+        return np.concatenate(found), np.concatenate(values), peak
+
+    parts = chunks.for_chunks(arr.size, run)
+    peak = max((p[2] for p in parts), default=0.0)
+    if len(parts) == 1:
+        groups, values = parts[0][0], parts[0][1]
+    else:
+        groups = np.concatenate([p[0] for p in parts])
+        values = np.concatenate([p[1] for p in parts])
+    return groups, values.view(arr.dtype), peak
+
+
+class _Dense(Exception):
+    """Too many nonzero values for the sparse path: take the dense one."""
 
 
 def quantize(x: Tensor, sparsity: float = 1.0) -> tuple[Tensor, float]:
@@ -158,26 +276,36 @@ def dequantize(q: Tensor, scale: float, dtype: torch.dtype = torch.float32) -> T
 _CHUNK_GROUPS = 1 << 14  # groups per block: 80 KiB of trits, 320 KiB of fp32 values
 
 
-def _pack_blocks(n: int, fill: Callable[[int, int, np.ndarray], None]) -> np.ndarray:
-    """Base-3^5 bytes of n trits, made block by block so that each block's trits stay in
-    cache: `fill(start, stop, out)` writes the shifted trits t = q + 1 of elements
-    [start, stop) into `out`; the last group is padded with PAD_TRIT (§3.2 step 4)."""
+def _pack_blocks(
+    n: int, fill: Callable[[int, int, np.ndarray], None], out: np.ndarray | None = None
+) -> np.ndarray:
+    """Base-3^5 bytes of n trits (into `out` if given), made block by block so that each
+    block's trits stay in cache, the blocks shared by the pool's threads
+    (`chunks.for_chunks`): `fill(start, stop, out)` writes the shifted trits t = q + 1 of
+    elements [start, stop) into `out` (it may run on several threads at once); the last
+    group is padded with PAD_TRIT (§3.2 step 4)."""
     groups = -(-n // 5)
-    out = np.empty(groups, dtype=np.uint8)
-    block = max(1, min(_CHUNK_GROUPS, groups))
-    trits = np.zeros(5 * block + 3, dtype=np.uint8)  # 3 spare bytes: see `words`
-    prod = np.empty(block, dtype=np.uint64)
-    for g0 in range(0, groups, block):  # a loop over blocks, not elements
-        g = min(block, groups - g0)
-        start, stop = 5 * g0, min(n, 5 * (g0 + g))
-        fill(start, stop, trits[: stop - start])
-        trits[stop - start : 5 * g] = PAD_TRIT
-        # Overlapping, unaligned 8-byte words at a stride of 5 bytes (read only): word j
-        # holds group j in its low five bytes ("<u8": little-endian on any machine).
-        words = np.ndarray((g,), dtype="<u8", buffer=trits, strides=(5,))
-        np.multiply(words, _MAGIC, out=prod[:g])  # wraps mod 2^64: the low bytes are exact
-        np.right_shift(prod[:g], np.uint64(32), out=prod[:g])
-        out[g0 : g0 + g] = prod[:g]  # byte 4 of the product (the cast keeps the low 8 bits)
+    out = np.empty(groups, dtype=np.uint8) if out is None else out[:groups]
+
+    def run(g_lo: int, g_hi: int) -> None:
+        block = max(1, min(_CHUNK_GROUPS, g_hi - g_lo))
+        trits = chunks.scratch("trits", 5 * block + 3, np.uint8)  # 3 spare bytes: `words`
+        prod = chunks.scratch("prod", block, np.uint64)
+        for g0 in range(g_lo, g_hi, block):  # a loop over blocks, not elements
+            g = min(block, g_hi - g0)
+            start, stop = 5 * g0, min(n, 5 * (g0 + g))
+            fill(start, stop, trits[: stop - start])
+            trits[stop - start : 5 * g] = PAD_TRIT
+            # Overlapping, unaligned 8-byte words at a stride of 5 bytes (read only): word j
+            # holds group j in its low five bytes ("<u8": little-endian on any machine);
+            # its bytes 5..7 (the next group's, or spare) reach only bytes >= 5 of the
+            # product.
+            words = np.ndarray((g,), dtype="<u8", buffer=trits, strides=(5,))
+            np.multiply(words, _MAGIC, out=prod[:g])  # wraps mod 2^64: the low bytes are exact
+            np.right_shift(prod[:g], np.uint64(32), out=prod[:g])
+            out[g0 : g0 + g] = prod[:g]  # byte 4 of the product (the cast keeps the low 8 bits)
+
+    chunks.for_chunks(groups, run, chunks.CHUNK // 5)
     return out
 
 
@@ -232,23 +360,35 @@ def _index_dtype(size: int) -> type[np.signedinteger]:
 
 
 def _zre_encode_gaps(b: np.ndarray, literal: np.ndarray) -> np.ndarray:
-    """The gap of 121s before each literal byte (and after the last) becomes ceil(gap/14)
-    bytes: the output starts as all 255 (pieces of 14), the literals go where the gaps
-    before them end, and each gap's last piece gets its own code."""
     lit = np.flatnonzero(literal)
+    return _zre_gaps(lit, b[lit], b.size)
+
+
+def _zre_gaps(
+    lit: np.ndarray, values: np.ndarray, size: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """§3.3 of a stream of `size` bytes that are 121 except `values` at the ascending
+    positions `lit`: the gap of 121s before each literal byte (and after the last) becomes
+    ceil(gap/14) bytes. The output (a prefix of `out` if given) starts as all 255 (pieces
+    of 14), the literals go where the gaps before them end, and each gap's last piece
+    gets its own code."""
     k = lit.size
-    edges = np.empty(k + 2, dtype=_index_dtype(b.size))
+    edges = np.empty(k + 2, dtype=_index_dtype(size))
     edges[0] = -1
     edges[1:-1] = lit
-    edges[-1] = b.size
+    edges[-1] = size
     gap = np.diff(edges)
     gap -= 1
     pieces = gap + (MAX_RUN - 1)
     pieces //= MAX_RUN  # a run of r bytes becomes ceil(r / 14) bytes (§3.3)
     end = np.cumsum(pieces, dtype=np.int64)
     end += np.arange(k + 1)  # output position of each literal (and of the end)
-    out = np.full(int(end[-1]), RUN_BASE + MAX_RUN - 2, dtype=np.uint8)
-    out[end[:-1]] = b[lit]
+    total = int(end[-1])
+    if out is None:
+        out = np.empty(total, dtype=np.uint8)
+    out = out[:total]
+    out.fill(RUN_BASE + MAX_RUN - 2)
+    out[end[:-1]] = values
     some = np.flatnonzero(pieces)
     last_len = gap[some] - MAX_RUN * (pieces[some] - 1)  # 1..14
     codes = last_len + (RUN_BASE - 2)
@@ -352,10 +492,90 @@ def _check_float(x: Tensor) -> None:
         raise TypeError(f"3LC compresses floating tensors, not {x.dtype}")
 
 
+# --- the device (torch) path: the same bytes ---------------------------------------------------
+
+_TORCH_WEIGHTS: dict[torch.device, Tensor] = {}
+_TORCH_DIGITS: dict[torch.device, Tensor] = {}
+
+
+def _torch_const(
+    store: dict[torch.device, Tensor], device: torch.device, make: Callable[[], Tensor]
+) -> Tensor:
+    t = store.get(device)
+    if t is None:
+        t = store[device] = make().to(device)
+    return t
+
+
+def _torch_pack(x: Tensor, scale: Tensor) -> Tensor:
+    """§3.1-3.2 on the device: the base-3^5 bytes of flat x against the fp32 scale m (a
+    1-element tensor), compared in float64 with m/2 (exact there: the host's comparisons)."""
+    n = x.numel()
+    groups = -(-n // 5)
+    half = (scale.double() / 2).reshape(1)  # 1-D, so that x is compared in float64
+    t = torch.zeros(5 * groups, dtype=torch.uint8, device=x.device)  # PAD_TRIT = 0
+    t[:n] = torch.gt(x, half)
+    t[:n] += torch.ge(x, -half)
+    w = _torch_const(_TORCH_WEIGHTS, x.device, lambda: torch.tensor(WEIGHTS, dtype=torch.uint8))
+    return (t.reshape(groups, 5) * w).sum(1, dtype=torch.uint8)  # <= 242: no wrap
+
+
+def _torch_zre_encode(b: Tensor, out: Tensor) -> Tensor:
+    """§3.3 on the device (the gap form of `_zre_gaps`), into a prefix of `out`."""
+    size = b.numel()
+    lit = torch.nonzero(b != ZERO_BYTE).reshape(-1)
+    k = lit.numel()
+    edges = torch.empty(k + 2, dtype=torch.int64, device=b.device)
+    edges[0] = -1
+    edges[1:-1] = lit
+    edges[-1] = size
+    gap = torch.diff(edges) - 1
+    pieces = torch.div(gap + (MAX_RUN - 1), MAX_RUN, rounding_mode="floor")
+    end = torch.cumsum(pieces, 0) + torch.arange(k + 1, device=b.device)
+    total = int(end[-1])
+    enc = out[:total]
+    enc.fill_(RUN_BASE + MAX_RUN - 2)
+    enc[end[:-1]] = b[lit]
+    some = torch.nonzero(pieces).reshape(-1)
+    last_len = gap[some] - MAX_RUN * (pieces[some] - 1)
+    codes = torch.where(last_len == 1, ZERO_BYTE, last_len + (RUN_BASE - 2))
+    enc[end[some] - 1] = codes.to(torch.uint8)
+    return enc
+
+
+def _torch_zre_decode(e: Tensor) -> Tensor:
+    """Inverse of `_torch_zre_encode`: the base-3^5 stream."""
+    code = e >= RUN_BASE
+    count = torch.where(code, e.long() - (RUN_BASE - 2), 1)
+    end = torch.cumsum(count, 0)
+    total = int(end[-1]) if e.numel() else 0
+    out = torch.full((total,), ZERO_BYTE, dtype=torch.uint8, device=e.device)
+    keep = torch.nonzero(~code).reshape(-1)
+    out[end[keep] - 1] = e[keep]
+    return out
+
+
+# --- the compressor -------------------------------------------------------------------------
+
+
+SPARSE_MIN = 1 << 14  # elements: smaller tensors take the dense host path
+SPARSE_LIMIT = 1 / 4  # the sparse host path gives up past this fraction of candidate groups
+
+
 @register
 class ThreeLC(Compressor):
     """3LC (§3): 3-value quantization with sparsity multiplier `sparsity`, base-3^5
-    packing, zero-run encoding. Payload: "bytes" (uint8) and "scale" (fp32, 1 element)."""
+    packing, zero-run encoding. Payload: "bytes" (uint8) and "scale" (fp32, 1 element),
+    both the key's buffers ("bytes" a prefix of a buffer of ceil(n/5) bytes).
+
+    Host path, for float32 and float64 tensors of at least `SPARSE_MIN` elements: the
+    positions of the nonzero values are found chunk by chunk (a mask, then its nonzero
+    words), the literal bytes are built from them alone and zero-run encoded by their
+    gaps, never writing the base-3^5 stream; past `SPARSE_LIMIT` nonzero values a chunk
+    gives up for the dense path (every byte packed, then encoded), which also serves other
+    dtypes, small tensors and non-finite scales. The device path (torch) packs and encodes
+    with tensor operations. All three give the same bytes (the tests check them against a
+    serial reference and against each other)."""
 
     name = "threelc"
     family = "threelc"
@@ -371,28 +591,55 @@ class ThreeLC(Compressor):
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         _check_float(grad)
-        scale = _scale(grad, self.sparsity)
-        arr, half = _compare_array(grad, scale)
-        scratch = np.empty(min(arr.size, 5 * _CHUNK_GROUPS), dtype=np.bool_)
+        x = grad.detach().reshape(-1)
+        n = x.numel()
+        groups = -(-n // 5)
+        bufs = self.buffers(key, step)
+        out = bufs.at_least("bytes", max(groups, 1), torch.uint8, x.device)
+        scale_t = bufs.get("scale", 1, torch.float32, x.device)
+        if host_path(x):
+            scale, size = self._host_encode(x, out.numpy())
+            scale_t.fill_(scale)
+        elif n:
+            lo, hi = torch.aminmax(x)
+            scale_t.copy_(torch.maximum(hi, -lo).double() * self.sparsity)  # then fp32
+            size = _torch_zre_encode(_torch_pack(x, scale_t), out).numel()
+        else:
+            scale_t.zero_()
+            size = 0
+        info = {"packed_bytes": groups}
+        return Payload({"bytes": out[:size], "scale": scale_t}, grad.shape, grad.dtype, info=info)
 
-        def fill(start: int, stop: int, out: np.ndarray) -> None:
-            _trits_into(arr[start:stop], half, out, scratch)
+    def _host_encode(self, x: Tensor, out: np.ndarray) -> tuple[float, int]:
+        """§3.1-3.3 on the host into `out`: (the wire scale m, the encoded length)."""
+        arr = _float_array(x)
+        n = arr.size
+        if n >= SPARSE_MIN:
+            try:
+                cand, cand_values, peak = _candidates(arr, self.sparsity, SPARSE_LIMIT)
+            except _Dense:
+                pass
+            else:
+                scale = _wire_scale(peak, self.sparsity)
+                arr, half = _compare_np(arr, scale)
+                lit, values = _literals(arr, half, cand, cand_values.astype(arr.dtype, copy=False))
+                return scale, _zre_gaps(lit, values, -(-n // 5), out).size
+        scale = _wire_scale(_np_peak(arr), self.sparsity) if n else 0.0
+        arr, half = _compare_np(arr, scale)
 
-        packed = _pack_blocks(arr.size, fill)  # §3.1 and §3.2, block by block
-        encoded = torch.from_numpy(_zre_encode(packed))
-        scale_t = torch.tensor([scale], dtype=torch.float32)
-        if grad.device.type != "cpu":
-            encoded, scale_t = encoded.to(grad.device), scale_t.to(grad.device)
-        return Payload(
-            {"bytes": encoded, "scale": scale_t},
-            grad.shape,
-            grad.dtype,
-            info={"packed_bytes": int(packed.size)},
-        )
+        def fill(start: int, stop: int, t: np.ndarray) -> None:
+            _trits_into(arr[start:stop], half, t, chunks.scratch("ge", stop - start, np.bool_))
+
+        packed = _pack_blocks(n, fill)  # §3.1 and §3.2, block by block
+        encoded = _zre_encode(packed)
+        out[: encoded.size] = encoded
+        return scale, encoded.size
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         encoded = payload.tensors["bytes"]
-        e = encoded.detach().reshape(-1).cpu().numpy()
+        if not host_path(encoded):
+            return self._torch_decompress(payload)
+        e = encoded.detach().reshape(-1).numpy()
         n = payload.numel
         groups = -(-n // 5)
         scale = payload.tensors["scale"].detach().reshape(-1).cpu().to(torch.float32)
@@ -417,12 +664,47 @@ class ThreeLC(Compressor):
             packed = _zre_decode(e)
             _check_groups(packed.size, n)
             np.take(table_groups, packed, out=out_groups, mode="clip")  # bytes < 256
-        values = torch.from_numpy(out).view(payload.dtype)[:n].reshape(payload.shape)
-        if encoded.device.type != "cpu":
-            values = values.to(encoded.device)
-        return values
+        return torch.from_numpy(out).view(payload.dtype)[:n].reshape(payload.shape)
+
+    @staticmethod
+    def _torch_decompress(payload: Payload) -> Tensor:
+        e = payload.tensors["bytes"].detach().reshape(-1)
+        n = payload.numel
+        packed = _torch_zre_decode(e)
+        _check_groups(packed.numel(), n)
+        if packed.numel() and int(packed.max()) >= RUN_BASE:
+            raise ValueError("3LC: base-3^5 byte out of range (>= 243)")
+        scale = payload.tensors["scale"].detach().reshape(-1).to(e.device, torch.float32)
+        levels = torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float32, device=e.device) * scale
+        digits = _torch_const(_TORCH_DIGITS, e.device, lambda: torch.from_numpy(_DIGITS))
+        table = levels[digits].to(payload.dtype)  # (256, 5): m · q, §3.1
+        return table[packed.long()].reshape(-1)[:n].reshape(payload.shape)
 
     def wire_bytes(self, numel: int, step: int) -> int:
         """An upper bound: ceil(numel/5) base-3^5 bytes (no zero-run saving, which depends
         on the values) plus the fp32 scale."""
         return -(-numel // 5) + 4
+
+
+def _literals(
+    arr: np.ndarray, half: np.floating, groups: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The base-3^5 stream's bytes other than 121: of the candidate groups (ascending
+    indices, their values flat, five each) those that round to a nonzero against m/2,
+    packed as the dense path packs, and the padded last group (never 121: its padding
+    trits are 0). (indices, bytes)."""
+    n = arr.size
+    total = -(-n // 5)
+
+    def fill(start: int, stop: int, t: np.ndarray) -> None:
+        _trits_into(values[start:stop], half, t, chunks.scratch("ge", stop - start, np.bool_))
+
+    byte = _pack_blocks(values.size, fill)
+    keep = byte != ZERO_BYTE
+    lit, out = groups[keep], byte[keep]
+    if n % 5:  # the padded last group, from its own trits
+        last_t = np.zeros(5, np.uint8)
+        _trits_into(arr[5 * (total - 1) :], half, last_t[: n % 5])
+        last = np.uint8(int(last_t.astype(np.int64) @ np.array(WEIGHTS, dtype=np.int64)))
+        lit, out = np.append(lit, total - 1), np.append(out, last)
+    return lit, out
