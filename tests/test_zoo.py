@@ -212,6 +212,110 @@ def test_csv_import_and_forward_estimate(tmp_path):
         read_profile(bad)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # at 81933ad: AttributeError ('NoneType' object has no attribute 'rsplit')
+        (
+            "numel,ready_s,name\n10,0.001,fc.bias\n640,0.002\n",
+            "line 3: 2 fields, but the header has 3",
+        ),
+        # at 81933ad: "numel and ready_s must be numbers", which they were
+        (
+            "name,numel,ready_s\nfc.bias,10,0.001\nfc.weight,640\n",
+            "line 3: 2 fields, but the header",
+        ),
+        ("name,numel,ready_s\nfc.bias\n", "line 2: 1 field, but the header has 3 (name,numel,"),
+        ("name,numel,ready_s,shape\nfc.bias,10,0.001\n", "line 2: 3 fields, but the header has 4"),
+        # at 81933ad: accepted, the extra field ignored
+        ("name,numel,ready_s\nfc.bias,10,0.001,7\n", "line 2: 4 fields, but the header has 3"),
+        ("name,numel,ready_s\n,10,0.001\n", "line 2: name is empty"),
+        ("name,numel,ready_s\nfc.bias,ten,0.001\n", "line 2: numel must be an integer, got 'ten'"),
+        ("name,numel,ready_s\nfc.bias,10,soon\n", "line 2: ready_s must be a number, got 'soon'"),
+        ("name,numel,ready_s\nfc.bias,10,inf\n", "line 2: ready_s must not decrease and must be"),
+        (
+            "name,numel,ready_s\nfc.bias,10,0.1\x00\n",
+            "line 2: ready_s must be a number, got '0.1\\x00'",
+        ),
+        ("name,numel,when\nfc.bias,10,0.1\n", "missing column 'ready_s'"),
+        ("name,numel,ready_s,size\nfc.bias,10,0.1,3\n", "line 1: unknown column 'size'"),
+        ("name,numel,ready_s,name\nfc.bias,10,0.1,x\n", "line 1: column 'name' appears twice"),
+        # at 81933ad: accepted; pyarrow could not store the run's row
+        (f"name,numel,ready_s\nfc.bias,{2**64},0.001\n", "line 2: numel must be between 0 and"),
+        (
+            "name,numel,ready_s\n" + "".join(f"t{i},{2**39},0.{i + 1}\n" for i in range(3)),
+            "the tensors hold 1,649,267,441,664 elements in all; at most 1,099,511,627,776",
+        ),
+    ],
+)
+def test_malformed_csv_profile_is_one_clear_line(tmp_path, text, message):
+    from gcbench.zoo.profile_io import read_profile
+
+    path = write(tmp_path, "bad.csv", text)
+    with pytest.raises(ConfigError) as e:
+        read_profile(path)
+    assert len(e.value.messages) == 1
+    assert e.value.messages[0].startswith(f"{path}: ")
+    assert message in e.value.messages[0], e.value.messages[0]
+
+
+def _profile(**fields) -> str:
+    base = {"format": "gcbench-profile", "version": 1, "model": "m", "batch_size": 1}
+    base["tensors"] = [{"name": "w", "numel": 4, "backward_s": 0.1}]
+    return json.dumps({**base, **fields})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # at 81933ad each of these three was accepted and crashed later (pyarrow or torch)
+        (
+            _profile(tensors=[{"name": "w", "numel": 2**64, "backward_s": 0.1}]),
+            "tensors[0].numel must be at most 1,099,511,627,776, got 18,446,744,073,709,551,616",
+        ),
+        (_profile(batch_size=2**64), "batch_size must be at most 1,048,576, got 18,446,744"),
+        (_profile(seq_len=2**17), "seq_len must be at most 65,536, got 131,072"),
+        (_profile(forward_s=1e300), "forward_s must be at most 1e+06, got 1e+300"),
+        (
+            '{"format": "gcbench-profile", "version": 1, "version": 1}',
+            "key 'version' appears twice",
+        ),
+        ('{"models": {"a": {"tensors": [["w", 4]], "ready_gap_us": [1e400]}}}', "must be a number"),
+        ("[" * 100_000, "not valid JSON"),
+    ],
+)
+def test_out_of_range_profile_values_are_one_clear_line(tmp_path, text, message):
+    from gcbench.zoo.profile_io import read_profile
+
+    path = write(tmp_path, "bad.json", text)
+    with pytest.raises(ConfigError) as e:
+        read_profile(f"{path}#a")
+    assert len(e.value.messages) == 1
+    assert e.value.messages[0].startswith(f"{path}: ")
+    assert message in e.value.messages[0], e.value.messages[0]
+
+
+def test_profile_reads_stop_at_the_limit(tmp_path):
+    """At 81933ad a profile was read whole before anything was checked (/dev/zero: until
+    memory ran out); and the suite loader read it twice (once more for its sha256)."""
+    import time
+
+    from gcbench.zoo.profile_io import MAX_PROFILE_BYTES, read_profile, read_profile_digest
+
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as e:
+        read_profile("/dev/zero")
+    assert e.value.messages == [
+        f"/dev/zero: file is more than {MAX_PROFILE_BYTES:,} bytes; "
+        f"profile files are limited to {MAX_PROFILE_BYTES:,}"
+    ]
+    assert time.perf_counter() - start < 2.0
+    path = write(tmp_path, "ok.csv", "name,numel,ready_s\nfc.bias,10,0.001\n")
+    import hashlib
+
+    assert read_profile_digest(path)[1] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def test_espresso_collection_import_scales_forward_from_flops():
     from gcbench.zoo.profile_io import estimate_missing, read_profile
 

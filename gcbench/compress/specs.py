@@ -14,7 +14,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan: a spec travels to Ray workers as JSON, which cannot carry them.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     def params(self) -> dict[str, Any]:
         """This spec's parameters, without `kind`."""
@@ -92,7 +93,7 @@ class TerngradSpec(_Spec):
 
 class QsgdSpec(_Spec):
     kind: Literal["qsgd"]
-    levels: int = Field(16, ge=1)
+    levels: int = Field(16, ge=1, le=2**31 - 1)
 
 
 class ThreelcSpec(_Spec):
@@ -102,19 +103,20 @@ class ThreelcSpec(_Spec):
 
 class PowersgdSpec(_Spec):
     kind: Literal["powersgd"]
-    rank: int = Field(4, ge=1)
+    rank: int = Field(4, ge=1, le=2**31 - 1)
 
 
 class AcpsgdSpec(_Spec):
     kind: Literal["acpsgd"]
-    rank: int = Field(4, ge=1)
+    rank: int = Field(4, ge=1, le=2**31 - 1)
 
 
 class CovapSpec(_Spec):
     kind: Literal["covap"]
-    interval: int = Field(4, ge=1)  # COVAP §III-B: I = ceil(CCR)
+    # COVAP §III-B: I = ceil(CCR); the simulator runs I steps, so I is kept small.
+    interval: int = Field(4, ge=1, le=1024)
     ef_init: float = Field(0.5, ge=0, le=1)  # COVAP §III-D error-feedback scheduler
-    ef_ascend_steps: int = Field(1000, ge=1)
+    ef_ascend_steps: int = Field(1000, ge=1, le=2**63 - 1)
     ef_ascend_range: float = Field(0.1, ge=0, le=1)
 
 
@@ -193,6 +195,8 @@ def parse_compressor(value: Any) -> Any:
         name, eq, text = item.partition("=")
         if not eq:
             raise ValueError(f"compressor parameter {item!r} must look like name=value")
+        if name.strip() in out:
+            raise ValueError(f"compressor {value!r}: parameter {name.strip()!r} given twice")
         out[name.strip()] = _scalar(text.strip())
     return out
 

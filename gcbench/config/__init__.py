@@ -8,33 +8,79 @@ from __future__ import annotations
 from pathlib import Path
 
 from gcbench.compress.specs import PRESETS, CompressorSpec
-from gcbench.config.grid import expand, expand_counted, matches, parse_only
+from gcbench.config.grid import (
+    MAX_CELLS,
+    Expansion,
+    FilterWarning,
+    NoCellsLeft,
+    check_size,
+    expand,
+    expand_counted,
+    expand_suite,
+    grid_points,
+    iter_cells,
+    matches,
+    parse_only,
+)
 from gcbench.config.loader import load_model, read_yaml
-from gcbench.config.models import FILTER_KEYS, Cell, Cluster, Grid, ModelSpec, Network, Suite
+from gcbench.config.models import (
+    FILTER_KEYS,
+    Cell,
+    Cluster,
+    Grid,
+    ModelSpec,
+    Network,
+    Suite,
+    normalise_filter_value,
+)
 
 __all__ = [
     "PRESETS",
     "FILTER_KEYS",
+    "MAX_CELLS",
     "Cell",
     "Cluster",
     "CompressorSpec",
+    "Expansion",
+    "FilterWarning",
     "Grid",
     "ModelSpec",
     "Network",
+    "NoCellsLeft",
     "Suite",
+    "check_size",
     "expand",
     "expand_counted",
+    "expand_suite",
+    "grid_points",
+    "iter_cells",
     "load_suite",
     "matches",
+    "normalise_filter_value",
     "parse_only",
     "read_yaml",
     "suite_schema",
+    "where",
 ]
 
 
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file; ConfigError lists every mistake with its line."""
     return load_model(path, Suite)
+
+
+def where(path: str | Path, loc: tuple[str | int, ...]) -> str:
+    """`file:line: dotted.path` of `loc` in a suite file (for warnings about a loaded
+    suite); just the file if it can no longer be read."""
+    from gcbench.config.loader import locate
+    from gcbench.errors import ConfigError
+
+    try:
+        _, node = read_yaml(path)
+    except ConfigError:
+        return str(path)
+    line, dotted = locate(node, loc)
+    return f"{path}:{line}: {dotted}"
 
 
 def suite_schema() -> dict:

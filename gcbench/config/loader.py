@@ -1,8 +1,10 @@
 """Load a YAML file safely and report every mistake as `file:line: dotted.path: message`.
 
-The file is composed into a node tree first (`yaml.compose`), which keeps line numbers;
-the tree is checked for non-standard tags and for alias expansion (a "billion laughs"
-file is rejected before anything walks it), then constructed with the safe constructor
+The file is read up to `MAX_BYTES` (never further: `/dev/zero` is refused at once) and
+composed into a node tree (`yaml.compose`), which keeps line numbers; the tree is checked
+for non-standard tags, alias expansion (a "billion laughs" file is rejected before
+anything walks it), keys given twice in one mapping (YAML would keep the last silently)
+and strings that cannot be stored as UTF-8, then constructed with the safe constructor
 and validated with pydantic. Each pydantic error's `loc` is walked down the node tree to
 find its line (STYLE §9).
 """
@@ -10,6 +12,8 @@ find its line (STYLE §9).
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,13 +36,14 @@ def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
     """The file's data and its node tree. Raises ConfigError with one clear line."""
     where = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)  # a longer (or endless) file is not read further
+            size = os.fstat(f.fileno()).st_size
     except OSError as e:
         raise ConfigError(f"{where}: cannot read: {e.strerror or e}") from None
     if len(raw) > MAX_BYTES:
-        raise ConfigError(
-            f"{where}: file is {len(raw):,} bytes; suites are limited to {MAX_BYTES:,}"
-        )
+        shown = f"{size:,} bytes" if size > MAX_BYTES else f"more than {MAX_BYTES:,} bytes"
+        raise ConfigError(f"{where}: file is {shown}; suites are limited to {MAX_BYTES:,}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -72,12 +77,19 @@ def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
     return data, node
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _check_tree(root: yaml.Node, where: str) -> None:
-    """Reject unsafe tags, recursive aliases and alias bombs, in time linear in the file."""
+    """Reject unsafe tags, recursive aliases and alias bombs, in time linear in the file;
+    then keys given twice in a mapping (all of them at once) and lone surrogates."""
     size: dict[int, int] = {}
     active: set[int] = set()
+    problems: list[str] = []
+    keys = yaml.SafeLoader("")  # constructs scalar keys, so `1` and `0x1` are one key
 
-    def visit(node: yaml.Node) -> int:
+    def visit(node: yaml.Node, path: tuple[Any, ...]) -> int:
         key = id(node)
         if key in size:
             return size[key]
@@ -91,9 +103,28 @@ def _check_tree(root: yaml.Node, where: str) -> None:
         active.add(key)
         total = 1
         if isinstance(node, yaml.SequenceNode):
-            total += sum(visit(child) for child in node.value)
+            total += sum(visit(child, (*path, i)) for i, child in enumerate(node.value))
         elif isinstance(node, yaml.MappingNode):
-            total += sum(visit(k) + visit(v) for k, v in node.value)
+            seen: dict[Any, int] = {}
+            for k, v in node.value:
+                total += visit(k, path)
+                name = _key(keys, k)
+                if name is not None:
+                    line = k.start_mark.line + 1
+                    if name in seen:
+                        dotted = ".".join(str(x) for x in (*path, name))
+                        problems.append(
+                            f"{where}:{line}: {dotted}: key given twice (first on line "
+                            f"{seen[name]}); a key may appear once in a mapping"
+                        )
+                    else:
+                        seen[name] = line
+                total += visit(v, (*path, name if name is not None else "?"))
+        elif isinstance(node, yaml.ScalarNode) and _SURROGATE.search(node.value):
+            problems.append(
+                f"{where}:{node.start_mark.line + 1}: a string holds a lone surrogate "
+                "(\\ud800-\\udfff escape), which is not text; write the character itself"
+            )
         active.discard(key)
         if total > MAX_NODES:
             raise ConfigError(
@@ -103,7 +134,24 @@ def _check_tree(root: yaml.Node, where: str) -> None:
         size[key] = total
         return total
 
-    visit(root)
+    try:
+        visit(root, ())
+    finally:
+        keys.dispose()
+    if problems:
+        raise ConfigError(sorted(problems, key=_line_of))
+
+
+def _key(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """A mapping key as Python sees it (None for merge keys and non-scalar keys)."""
+    if not isinstance(node, yaml.ScalarNode) or node.tag == MERGE_TAG:
+        return None
+    if node.tag == "tag:yaml.org,2002:str":
+        return node.value
+    try:
+        return loader.construct_object(node)
+    except yaml.YAMLError:
+        return node.value
 
 
 def load_model(path: str | Path, model: type[M]) -> M:
@@ -198,13 +246,23 @@ def _nested_models(annotation: Any) -> list[type[BaseModel]]:
 
 def _format(where: str, root: yaml.Node, err: Any, model: type[BaseModel]) -> str:
     line, path = locate(root, tuple(err["loc"]))
+    msg = message(err, model)
+    return f"{where}:{line}: {path}: {msg}" if path else f"{where}:{line}: {msg}"
+
+
+def message(err: Any, model: type[BaseModel] | None = None) -> str:
+    """One pydantic error as the rest of a `file:line: path:` line."""
     kind = err["type"]
     msg = err["msg"]
     value = err.get("input")
     if kind in _OPS:
         text, key = _OPS[kind]
-        msg = f"{text} {err['ctx'][key]:g}, got {value!r}"
-    elif kind == "extra_forbidden":
+        bound = err["ctx"][key]
+        shown = f"{bound:,}" if isinstance(bound, int) and abs(bound) >= 10**6 else f"{bound:g}"
+        msg = f"{text} {shown}, got {_short(value)}"
+    elif kind == "finite_number":
+        msg = f"must be a finite number, got {_short(value)}"
+    elif kind == "extra_forbidden" and model is not None:
         name = str(err["loc"][-1])
         close = difflib.get_close_matches(name, sorted(_all_field_names(model)), n=1)
         msg = f"unknown key {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
@@ -213,8 +271,15 @@ def _format(where: str, root: yaml.Node, err: Any, model: type[BaseModel]) -> st
     elif kind == "value_error":
         msg = msg.removeprefix("Value error, ")
     elif isinstance(value, (str, int, float, bool)) or value is None:
-        msg = f"{msg}, got {value!r}"
-    return f"{where}:{line}: {path}: {msg}" if path else f"{where}:{line}: {msg}"
+        msg = f"{msg}, got {_short(value)}"
+    return msg
+
+
+def _short(value: Any) -> str:
+    """repr(value), cut to 60 characters (a 1,000-digit integer is not a message)."""
+    big = isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**6
+    text = f"{value:,}" if big else repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}…({len(text):,} characters)"
 
 
 def _line_of(message: str) -> int:

@@ -4,6 +4,12 @@ Every model is frozen and forbids unknown keys, so a typo is an error with a lin
 rather than a silently ignored setting. Defaults that depend on other fields (a model's
 batch size, a link's bandwidth) are filled in before validation, so a cell states every
 value it runs with.
+
+Every number has a range (the `MAX_*` and `MIN_*` constants below): floats are finite
+(JSON has no infinity, so an infinite value would not survive the trip to a Ray worker)
+and within what the simulator computes without overflow; integers fit in 64 bits (the
+results' columns) and within what the simulator runs in reasonable time. A cell that
+validates runs.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,19 +28,56 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from typing_extensions import TypedDict
 
-from gcbench.compress.specs import CompressorSpec, NoneSpec
+from gcbench.compress.specs import KINDS, CompressorSpec, NoneSpec
 from gcbench.config.strategies import STRATEGIES, canonical, check_cell, pair_compressor
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES
+from gcbench.zoo.profile_io import MAX_BATCH, MAX_SEQ_LEN
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+# Ranges of the numbers of a cell. Bandwidths in GB/s or Gbit/s: 1e-6 (a kB/s) to 1e6 (a
+# PB/s); latencies up to a second per step; efficiencies at least 1%. Cluster sizes: at
+# most 2^20 GPUs in all (the largest clusters today hold ~10^5), so that the bytes a GPU
+# sends per iteration stay within 64 bits for any model a profile may hold.
+MIN_RATE, MAX_RATE = 1e-6, 1e6
+MAX_LATENCY_US = 1e6
+MIN_EFFICIENCY = 0.01
+MAX_GPUS = 2**20
+MAX_GPUS_PER_MACHINE = 1024
+MAX_NICS = 1024
+MAX_CORES = 2**20
+
+
+def _at_least(minimum: float) -> AfterValidator:
+    """A lower bound checked after `gt=0`, so that a value <= 0 still says `must be > 0`."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and value < minimum:
+            raise ValueError(f"must be ≥ {minimum:g}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE), _at_least(MIN_RATE)]
+Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
+Efficiency = Annotated[float, Field(gt=0, le=1), _at_least(MIN_EFFICIENCY)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan anywhere: JSON (the cell's form on a Ray worker) cannot carry them.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _as_list(value: Any) -> Any:
@@ -46,8 +91,8 @@ class ModelSpec(_Frozen):
     `collection.json#name`)."""
 
     name: str
-    batch_size: int | None = Field(None, gt=0)
-    seq_len: int | None = Field(None, gt=0)
+    batch_size: int | None = Field(None, gt=0, le=MAX_BATCH)
+    seq_len: int | None = Field(None, gt=0, le=MAX_SEQ_LEN)
     profile: str | None = Field(
         None,
         description="a profile file used instead of the zoo's FLOP-based profile "
@@ -80,7 +125,7 @@ def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str,
     """Resolve the profile path, read the file once to check it, and take the batch size
     and sequence length it was measured at (a CSV states neither: the zoo's or the suite's)."""
     from gcbench.errors import ConfigError
-    from gcbench.zoo.profile_io import read_profile
+    from gcbench.zoo.profile_io import read_profile_digest
 
     spec = data["profile"]
     path_part, sep, selector = spec.partition("#")
@@ -88,11 +133,10 @@ def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str,
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     path = path.resolve()
-    try:
-        prof = read_profile(f"{path}{sep}{selector}")
+    try:  # one bounded read: the profile and the sha256 of the very bytes it came from
+        prof, digest = read_profile_digest(f"{path}{sep}{selector}")
     except ConfigError as e:
         raise ValueError(e.messages[0]) from None
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
     info = MODELS.get(data["name"])
     from_file = prof.name != "imported"  # CSV files name no model and no batch
     defaults = {
@@ -120,15 +164,15 @@ class Network(_Frozen):
     """
 
     intra: Literal["nvlink", "pcie"] = "nvlink"
-    intra_gbs: float | None = Field(None, gt=0, description="GB/s per GPU inside a machine")
-    intra_latency_us: float = Field(5.0, ge=0)
-    intra_efficiency: float = Field(0.8, gt=0, le=1)
-    inter_gbps: float = Field(gt=0, description="Gbit/s per machine between machines")
-    inter_latency_us: float = Field(25.0, ge=0)
-    inter_efficiency: float = Field(0.7, gt=0, le=1)
-    nics_per_machine: int = Field(1, ge=1)
-    server_gbps: float | None = Field(
-        None, gt=0, description="Gbit/s of each CPU server's NICs (default: inter_gbps)"
+    intra_gbs: Rate | None = Field(None, description="GB/s per GPU inside a machine")
+    intra_latency_us: Latency = 5.0
+    intra_efficiency: Efficiency = 0.8
+    inter_gbps: Rate = Field(description="Gbit/s per machine between machines")
+    inter_latency_us: Latency = 25.0
+    inter_efficiency: Efficiency = 0.7
+    nics_per_machine: int = Field(1, ge=1, le=MAX_NICS)
+    server_gbps: Rate | None = Field(
+        None, description="Gbit/s of each CPU server's NICs (default: inter_gbps)"
     )
 
     @model_validator(mode="before")
@@ -144,15 +188,23 @@ class Network(_Frozen):
 class Cluster(_Frozen):
     """`machines` x `gpus_per_machine` GPU workers plus `cpu_servers` CPU machines."""
 
-    machines: int = Field(ge=1)
-    gpus_per_machine: int = Field(8, ge=1)
-    cpu_servers: int = Field(0, ge=0)
-    cpu_cores: int = Field(16, ge=1, description="CPU-compression pool per machine")
-    summation_gbs: float | None = Field(
+    machines: int = Field(ge=1, le=MAX_GPUS)
+    gpus_per_machine: int = Field(8, ge=1, le=MAX_GPUS_PER_MACHINE)
+    cpu_servers: int = Field(0, ge=0, le=MAX_GPUS)
+    cpu_cores: int = Field(16, ge=1, le=MAX_CORES, description="CPU-compression pool per machine")
+    summation_gbs: Rate | None = Field(
         None,
-        gt=0,
         description="GB/s each CPU server sums (input bytes); default: never the bottleneck",
     )
+
+    @model_validator(mode="after")
+    def _not_too_many_gpus(self) -> Cluster:
+        if self.gpus > MAX_GPUS:
+            raise ValueError(
+                f"{self.machines:,} machines × {self.gpus_per_machine} GPUs = {self.gpus:,} "
+                f"GPUs; at most {MAX_GPUS:,} (2^20) are simulated"
+            )
+        return self
 
     @property
     def gpus(self) -> int:
@@ -184,10 +236,11 @@ assert set(StrategyName.__args__) == set(STRATEGIES)  # type: ignore[attr-define
 Strategy = Annotated[StrategyName, BeforeValidator(_canonical_strategy)]
 # How gradients are fused into buckets: PyTorch DDP's (1 MiB, then 25 MiB), one bucket
 # per tensor, or buckets of at most a fixed number of bytes.
+FUSION_PATTERN = r"^(ddp|tensor|fixed:[1-9][0-9]{0,17})$"  # at most 10^18 bytes: 64 bits
 Fusion = Annotated[
     str,
     Field(
-        pattern=r"^(ddp|tensor|fixed:[1-9][0-9]*)$",
+        pattern=FUSION_PATTERN,
         description="ddp (1 MiB then 25 MiB buckets), tensor, or fixed:<bytes>",
     ),
 ]
@@ -236,19 +289,160 @@ FILTER_KEYS = (
     "seed",
     "mode",
 )
-Scalar = str | int | float | bool
 
 
-def _check_filter(value: dict[str, Any]) -> dict[str, Any]:
-    bad = [k for k in value if k not in FILTER_KEYS]
-    if bad:
-        raise ValueError(f"unknown filter key {bad[0]!r}; valid: {', '.join(FILTER_KEYS)}")
+# A filter's values are normalised through the cell's schema, so that every spelling of a
+# value matches the same cells: `10`, `"10"`, `10.0` and `1e1` (a string to YAML 1.1) are
+# one bandwidth; a preset and its `kind:param` form one compressor (its `label()`); an
+# alias one strategy. A value no cell could have (`machines: two`) is an error.
+def _integer(value: Any) -> int:
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            try:
+                number = float(value.strip())
+            except ValueError:
+                raise ValueError(f"must be an integer, got {value!r}") from None
+    if isinstance(number, float) and math.isfinite(number) and number.is_integer():
+        return int(number)
+    if isinstance(number, int) and not isinstance(number, bool):
+        return number
+    raise ValueError(f"must be an integer, got {value!r}")
+
+
+def _number(value: Any) -> float:
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    return number
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {value!r}")
     return value
 
 
-Filter = Annotated[
-    dict[str, Scalar | list[Scalar]], Field(min_length=1), AfterValidator(_check_filter)
-]
+def _one_of(*choices: str) -> Any:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}; got {value!r}")
+        return str(value)
+
+    return check
+
+
+_COMPRESSOR: TypeAdapter[Any] = TypeAdapter(CompressorSpec)
+
+
+def _compressor(value: Any) -> str:
+    """A compressor as the `compressor` column shows it: the preset it equals, else
+    `kind:param=value,...` with every parameter (`compress.specs._Spec.label`)."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a preset or kind:param=value, got {value!r}")
+    try:
+        return str(_COMPRESSOR.validate_python(value).label())
+    except ValidationError as e:
+        from gcbench.config.loader import message
+
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"][1:])
+        raise ValueError(f"{value!r}: {where + ': ' if where else ''}{message(err)}") from None
+
+
+def _strategy(value: Any) -> str:
+    name = canonical(value) if isinstance(value, str) else value
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {value!r}; valid: {', '.join(STRATEGIES)}")
+    return str(name)
+
+
+def _fusion(value: Any) -> str:
+    if not (isinstance(value, str) and re.fullmatch(FUSION_PATTERN, value)):
+        raise ValueError(f"must be ddp, tensor or fixed:<bytes>, got {value!r}")
+    return value
+
+
+_INTEGER = {"type": "integer"}
+_NUMBER = {"anyOf": [{"type": "number"}, {"type": "string"}]}
+_STRING = {"type": "string"}
+FILTER_VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "model": (_text, _STRING),
+    "batch_size": (_integer, _INTEGER),
+    "seq_len": (_integer, _INTEGER),
+    "compressor": (_compressor, _STRING),
+    "compressor_kind": (_one_of(*KINDS), {"enum": list(KINDS)}),
+    "strategy": (_strategy, _STRING),
+    "fusion": (_fusion, _STRING),
+    "machines": (_integer, _INTEGER),
+    "gpus_per_machine": (_integer, _INTEGER),
+    "gpus": (_integer, _INTEGER),
+    "cpu_servers": (_integer, _INTEGER),
+    "cpu_cores": (_integer, _INTEGER),
+    "summation_gbs": (_number, _NUMBER),
+    "intra": (_one_of("nvlink", "pcie"), {"enum": ["nvlink", "pcie"]}),
+    "intra_gbs": (_number, _NUMBER),
+    "inter_gbps": (_number, _NUMBER),
+    "nics_per_machine": (_integer, _INTEGER),
+    "server_gbps": (_number, _NUMBER),
+    "device": (_one_of(*DEVICES), {"enum": list(DEVICES)}),
+    "seed": (_integer, _INTEGER),
+    "mode": (_one_of("simulate", "emulate"), {"enum": ["simulate", "emulate"]}),
+}
+assert tuple(FILTER_VALUES) == FILTER_KEYS
+
+
+def normalise_filter_value(key: str, value: Any) -> Any:
+    """A filter's value (or list of values) for `key` as the cell's flat column holds it;
+    ValueError says why a value is not one."""
+    check = FILTER_VALUES[key][0]
+    if not isinstance(value, list):
+        return check(value)
+    if not value:
+        raise ValueError("an empty list matches no cell; give at least one value")
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(check(item))
+        except ValueError as e:
+            raise ValueError(f"item {i}: {e}") from None
+    return out
+
+
+def _filter_field(key: str) -> Any:
+    schema = FILTER_VALUES[key][1]
+    return Annotated[
+        Any,
+        PlainValidator(lambda value: normalise_filter_value(key, value)),
+        WithJsonSchema({"anyOf": [schema, {"type": "array", "items": schema, "minItems": 1}]}),
+    ]
+
+
+FilterSpec = TypedDict(  # type: ignore[misc]
+    "FilterSpec", {key: _filter_field(key) for key in FILTER_KEYS}, total=False
+)
+FilterSpec.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+
+
+def _check_filter(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    bad = [k for k in value if k not in FILTER_KEYS]
+    if bad:
+        raise ValueError(f"unknown filter key {bad[0]!r}; valid: {', '.join(FILTER_KEYS)}")
+    if not value:
+        raise ValueError("an empty filter; give at least one key, e.g. {machines: 1}")
+    return value
+
+
+Filter = Annotated[FilterSpec, BeforeValidator(_check_filter)]
 
 
 class Suite(_Frozen):
@@ -257,7 +451,7 @@ class Suite(_Frozen):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
     description: str = ""
     mode: Literal["simulate", "emulate"] = "simulate"
-    seed: int = 0
+    seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
     repetitions: int = Field(1, ge=1, le=1000)
     device: DeviceName = "v100"
     grid: Grid
@@ -292,7 +486,7 @@ class Cell(_Frozen):
     fusion: Fusion = "ddp"
     device: DeviceName = "v100"
     mode: Literal["simulate"] = "simulate"
-    seed: int = 0
+    seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _valid_pairs(self) -> Cell:

@@ -19,14 +19,21 @@ Also accepted on import:
 
 A file that lacks `forward_s` gets it estimated from FLOPs (`estimate_missing`), and the
 profile's `notes` say so. Every malformed file is one ConfigError line naming the file.
+
+Limits: a file is read only up to `MAX_PROFILE_BYTES` (`/dev/zero` is refused after that
+many bytes, not read to the end); numbers are finite; a tensor and the whole model hold at
+most `MAX_NUMEL` elements (4 TiB of fp32, so that any byte count the simulator derives
+stays within 64 bits); batch size and sequence length are bounded as in suites.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
+import os
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +46,12 @@ from gcbench.zoo.profile import ModelProfile, TensorProfile
 
 FORMAT = "gcbench-profile"
 VERSION = 1
+
+MAX_PROFILE_BYTES = 32 * 1024 * 1024  # the Espresso collection of 9 models is 105 kB
+MAX_NUMEL = 2**40  # elements per tensor and per model
+MAX_BATCH = 2**20  # per-GPU batch (suites too)
+MAX_SEQ_LEN = 2**16  # sequence length (suites too)
+MAX_SECONDS = 1e6  # any one time in a profile (11 days)
 
 
 def to_json(profile: ModelProfile) -> dict[str, Any]:
@@ -75,18 +88,29 @@ class _Bad(Exception):
     pass
 
 
-def _number(value: Any, what: str, minimum: float = 0.0) -> float:
+def _number(value: Any, what: str, minimum: float = 0.0, maximum: float = MAX_SECONDS) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise _Bad(f"{what} must be a number, got {value!r}")
     if value < minimum:
         raise _Bad(f"{what} must be >= {minimum:g}, got {value!r}")
+    if value > maximum:
+        raise _Bad(f"{what} must be at most {maximum:g}, got {value!r}")
     return float(value)
 
 
-def _count(value: Any, what: str, minimum: int = 0) -> int:
+def _count(value: Any, what: str, minimum: int = 0, maximum: int = MAX_NUMEL) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise _Bad(f"{what} must be an integer >= {minimum}, got {value!r}")
+    if value > maximum:
+        raise _Bad(f"{what} must be at most {maximum:,}, got {value:,}")
     return value
+
+
+def _check_total(profile: ModelProfile) -> ModelProfile:
+    total = sum(t.numel for t in profile.tensors)
+    if total > MAX_NUMEL:
+        raise _Bad(f"the tensors hold {total:,} elements in all; at most {MAX_NUMEL:,}")
+    return profile
 
 
 def _tensor(i: int, item: Any) -> TensorProfile:
@@ -140,8 +164,8 @@ def _from_gcbench(data: dict[str, Any]) -> ModelProfile:
     update = data.get("update_s")
     return ModelProfile(
         model,
-        _count(data.get("batch_size"), "batch_size", 1),
-        None if seq is None else _count(seq, "seq_len", 1),
+        _count(data.get("batch_size"), "batch_size", 1, MAX_BATCH),
+        None if seq is None else _count(seq, "seq_len", 1, MAX_SEQ_LEN),
         unit,
         str(data.get("device", "unknown")),
         math.nan if forward is None else _number(forward, "forward_s"),
@@ -170,7 +194,7 @@ def _from_espresso(data: dict[str, Any], selector: str | None, path: Path) -> Mo
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
             raise _Bad(f"{selector}.tensors[{i}] must be [name, numel]")
         numel = _count(item[1], f"{selector}.tensors[{i}][1]")
-        us = _number(gap, f"{selector}.ready_gap_us[{i}]")
+        us = _number(gap, f"{selector}.ready_gap_us[{i}]", maximum=MAX_SECONDS * 1e6)
         tensors.append(TensorProfile(item[0], (numel,), numel, item[0].rsplit(".", 1)[0], us / 1e6))
     zoo = ESPRESSO_MODELS.get(selector, selector)
     info = MODELS.get(zoo)
@@ -191,67 +215,141 @@ def _from_espresso(data: dict[str, Any], selector: str | None, path: Path) -> Mo
     )
 
 
+CSV_COLUMNS = ("name", "numel", "ready_s", "shape", "layer")
+
+
 def _from_csv(text: str) -> ModelProfile:
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if not rows:
-        raise _Bad("no rows (expected a header name,numel,ready_s and one row per tensor)")
-    missing = {"name", "numel", "ready_s"} - set(rows[0])
-    if missing:
-        raise _Bad(f"missing column {sorted(missing)[0]!r} (need name, numel, ready_s)")
+    """Rows of `name,numel,ready_s[,shape][,layer]` under a header; every row has as many
+    fields as the header (a short or long row is an error naming its line)."""
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
     tensors = []
     previous = 0.0
-    for line, row in enumerate(rows, start=2):
-        try:
-            numel = int(row["numel"])
-            ready = float(row["ready_s"])
-        except (TypeError, ValueError):
-            raise _Bad(f"line {line}: numel and ready_s must be numbers") from None
-        if numel < 0 or not math.isfinite(ready) or ready < previous:
-            raise _Bad(f"line {line}: ready_s must not decrease and numel must be >= 0")
-        try:
-            shape = tuple(int(s) for s in row["shape"].split("x")) if row.get("shape") else (numel,)
-        except ValueError:
-            raise _Bad(
-                f"line {line}: shape must look like 64x3x7x7, got {row['shape']!r}"
-            ) from None
-        if any(s < 0 for s in shape):
-            raise _Bad(f"line {line}: shape {row['shape']} has a negative dimension")
-        if math.prod(shape) != numel:
-            raise _Bad(f"line {line}: shape {row['shape']} does not hold {numel} elements")
-        name = row["name"]
-        layer = row.get("layer") or name.rsplit(".", 1)[0]
-        tensors.append(TensorProfile(name, shape, numel, layer, ready - previous))
-        previous = ready
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # blank line
+            if header is None:
+                header = [h.strip() for h in row]
+                missing = [c for c in ("name", "numel", "ready_s") if c not in header]
+                if missing:
+                    raise _Bad(f"missing column {missing[0]!r} (need name, numel, ready_s)")
+                unknown = [h for h in header if h not in CSV_COLUMNS]
+                if unknown:
+                    raise _Bad(
+                        f"line {line}: unknown column {unknown[0]!r} "
+                        f"(columns: {', '.join(CSV_COLUMNS)})"
+                    )
+                twice = [h for h in header if header.count(h) > 1]
+                if twice:
+                    raise _Bad(f"line {line}: column {twice[0]!r} appears twice")
+                continue
+            if len(row) != len(header):
+                raise _Bad(
+                    f"line {line}: {len(row)} field{'s' if len(row) != 1 else ''}, but the "
+                    f"header has {len(header)} ({','.join(header)})"
+                )
+            tensor, previous = _csv_tensor(dict(zip(header, row, strict=True)), line, previous)
+            tensors.append(tensor)
+    except csv.Error as e:
+        raise _Bad(f"line {reader.line_num}: not valid CSV: {e}") from None
+    if not tensors:
+        raise _Bad("no rows (expected a header name,numel,ready_s and one row per tensor)")
     return ModelProfile(
         "imported", 1, None, "samples", "unknown", math.nan, math.nan, tuple(tensors), "imported"
     )
 
 
+def _csv_tensor(row: dict[str, str], line: int, previous: float) -> tuple[TensorProfile, float]:
+    """One row's tensor, and its ready time (the next row's `previous`)."""
+    name = row["name"].strip()
+    if not name:
+        raise _Bad(f"line {line}: name is empty")
+    try:
+        numel = int(row["numel"])
+    except ValueError:
+        raise _Bad(f"line {line}: numel must be an integer, got {row['numel']!r}") from None
+    try:
+        ready = float(row["ready_s"])
+    except ValueError:
+        raise _Bad(f"line {line}: ready_s must be a number, got {row['ready_s']!r}") from None
+    if not 0 <= numel <= MAX_NUMEL:
+        raise _Bad(f"line {line}: numel must be between 0 and {MAX_NUMEL:,}, got {numel:,}")
+    if not math.isfinite(ready) or ready < previous or ready > MAX_SECONDS:
+        raise _Bad(
+            f"line {line}: ready_s must not decrease and must be at most {MAX_SECONDS:g}, "
+            f"got {ready!r}"
+        )
+    text = row.get("shape", "").strip()
+    try:
+        shape = tuple(int(s) for s in text.split("x")) if text else (numel,)
+    except ValueError:
+        raise _Bad(f"line {line}: shape must look like 64x3x7x7, got {text!r}") from None
+    if any(s < 0 for s in shape):
+        raise _Bad(f"line {line}: shape {text} has a negative dimension")
+    if math.prod(shape) != numel:
+        raise _Bad(f"line {line}: shape {text} does not hold {numel} elements")
+    layer = row.get("layer", "").strip() or name.rsplit(".", 1)[0]
+    return TensorProfile(name, shape, numel, layer, ready - previous), ready
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Bad(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def read_limited(path: Path, limit: int, what: str) -> bytes:
+    """At most `limit` bytes of `path`; a longer file (or an endless one such as
+    /dev/zero) is a ConfigError after reading `limit` + 1 bytes, never more."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as e:
+        raise ConfigError([f"{path}: cannot read {what}: {e.strerror or e}"]) from None
+    if len(raw) > limit:
+        shown = f"{size:,} bytes" if size > limit else f"more than {limit:,} bytes"
+        raise ConfigError([f"{path}: file is {shown}; {what} files are limited to {limit:,}"])
+    return raw
+
+
 def read_profile(spec: str | Path) -> ModelProfile:
     """Read a profile file (`path` or `path#model` for a collection). Missing forward and
     update times are NaN here; `estimate_missing` fills them."""
-    text_spec = str(spec)
-    path_part, _, selector = text_spec.partition("#")
+    return read_profile_digest(spec)[0]
+
+
+def read_profile_digest(spec: str | Path) -> tuple[ModelProfile, str]:
+    """`read_profile` and the sha256 of the bytes it read (the file is read once)."""
+    path_part, _, selector = str(spec).partition("#")
     path = Path(path_part)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ConfigError([f"{path}: cannot read profile: {e.strerror or e}"]) from None
+    raw = read_limited(path, MAX_PROFILE_BYTES, "profile")
+    return _parse(raw, path, selector), hashlib.sha256(raw).hexdigest()
+
+
+def _parse(raw: bytes, path: Path, selector: str) -> ModelProfile:
     try:
         text = raw.decode("utf-8")
         if path.suffix.lower() == ".csv":
-            return _from_csv(text)
+            return _check_total(_from_csv(text))
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise _Bad(f"line {e.lineno}: not valid JSON: {e.msg}") from None
+        except RecursionError:
+            raise _Bad("not valid JSON: nested too deeply") from None
         if not isinstance(data, dict):
             raise _Bad("must be a JSON object")
         if "models" in data:
-            return _from_espresso(data, selector or None, path)
+            return _check_total(_from_espresso(data, selector or None, path))
         if data.get("format") != FORMAT:
             raise _Bad(f'not a gcbench profile (expected "format": "{FORMAT}")')
-        return _from_gcbench(data)
+        return _check_total(_from_gcbench(data))
     except UnicodeDecodeError:
         raise ConfigError([f"{path}: not UTF-8 text"]) from None
     except _Bad as e:
