@@ -1,28 +1,61 @@
-"""Writes a file atomically, so readers see the old file or the whole new one.
+"""Writes a file atomically, so readers see the old file or the whole new one; checks
+up front that a file or folder can be written at all.
 
 The data goes to a temporary name (`TMP_PREFIX` + the file's name + a random suffix) in
 the same folder, is flushed to disk, and is renamed into place; a crash leaves either
-the whole file or none, plus at most a temporary that callers may remove. Dependency-free
-(stdlib only), so torch-free and ray-free modules such as `gcbench.zoo` can use it.
+the whole file or none, plus at most a temporary that callers may remove. The file gets
+the mode a plain `open(path, "w")` would give it (0666 less the umask), not mkstemp's
+0600, so reports and results can be served and shared. Dependency-free (stdlib only,
+plus gcbench's own exception tree), so torch-free and ray-free modules such as
+`gcbench.zoo` can use it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["TMP_PREFIX", "atomic_write"]
+from gcbench.errors import ConfigError
+
+__all__ = ["TMP_PREFIX", "atomic_write", "check_writable", "file_mode", "umask"]
 
 TMP_PREFIX = ".tmp-"
+# atomic_write's temporary name adds TMP_PREFIX, a dot and 8 random characters.
+_TMP_EXTRA = len(TMP_PREFIX) + 9
+# What gcbench may add below a folder it writes: <run-id>/cells/<temporary of a cell file>.
+_FOLDER_ROOM = 160
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where Linux says it (/proc), else
+    by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def file_mode() -> int:
+    """The permission bits a newly created file gets: 0666 less the umask."""
+    return 0o666 & ~umask()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file, or all of the new one."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), file_mode())  # mkstemp makes 0600 whatever the umask
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -30,3 +63,83 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_writable(path: str | os.PathLike[str], what: str, *, file: bool = False) -> None:
+    """Check, before any work, that gcbench can write `path`: a folder it creates or fills
+    (the default), or with `file=True` a file that `atomic_write` puts there.
+
+    Refused, as a ConfigError of one line `<what>: cannot write <path>: <why>`: a file
+    where a folder is expected or a folder (or device) where a file is, a path inside a
+    file, a name too long for the file system (a file's temporary name included), and a
+    folder that cannot be written (its nearest existing ancestor probed with a temporary
+    file that is removed at once). `what` names the flag or setting, e.g. "--results".
+    Nothing is left behind, and where the file system has O_TMPFILE (Linux: ext4, xfs,
+    btrfs, tmpfs) not even a changed folder time.
+    """
+    path = Path(path)
+
+    def fail(why: str) -> None:
+        raise ConfigError([f"{what}: cannot write {path}: {why}"])
+
+    def exists(p: Path) -> bool:  # a name too long is an error of stat, not a missing file
+        try:
+            p.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as e:
+            if e.errno == errno.ENAMETOOLONG:
+                return False
+            raise
+        return True
+
+    folder = path.parent if file else path
+    while not exists(folder) and folder != folder.parent:
+        folder = folder.parent
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+        path_max = os.pathconf(folder, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    # a file needs room for its temporary name; a folder for the names gcbench puts in it
+    longest = max((len(os.fsencode(p)) for p in path.parts), default=0)
+    if file and len(os.fsencode(path.name)) + _TMP_EXTRA > name_max:
+        fail(f"the file name is too long (at most {name_max - _TMP_EXTRA} bytes)")
+    if longest > name_max:
+        fail(f"a name in it is too long (at most {name_max} bytes)")
+    room = _TMP_EXTRA if file else _FOLDER_ROOM
+    if len(os.fsencode(os.path.abspath(path))) + room > path_max:
+        fail(f"the path is too long (at most {path_max - room} bytes here)")
+    if file:
+        if path.is_dir():
+            fail("it is a folder; give a file name")
+        if path.exists() and not path.is_file():
+            fail("it is not a regular file")
+        if not path.name or path.name in (".", ".."):
+            fail("no file name")
+    elif path.exists() and not path.is_dir():
+        fail("it is a file, not a folder")
+    if not folder.is_dir():
+        fail(f"{folder} is a file, not a folder")
+    try:
+        _probe(folder)
+    except OSError as e:
+        why = e.strerror or errno.errorcode.get(e.errno or 0, str(e))
+        fail(f"{folder} is not writable ({why})")
+
+
+def _probe(folder: Path) -> None:
+    """Create a file in `folder` and remove it (OSError if that fails): an unnamed one
+    where the file system can (O_TMPFILE, which leaves the folder untouched, its mtime
+    included), else a named temporary."""
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile:
+        try:
+            os.close(os.open(folder, tmpfile | os.O_WRONLY, 0o600))
+            return
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
+    os.close(fd)
+    os.unlink(probe)

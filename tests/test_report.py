@@ -2,58 +2,67 @@
 
 from __future__ import annotations
 
+import json
 import re
+import warnings
+from pathlib import Path
 
+import pandas as pd
+import pytest
+from test_results import cell_rows, one_line, prefill, tiny_suite
+from typer.testing import CliRunner
+
+from gcbench import load_results
+from gcbench.cli import app
+from gcbench.config import Cell, expand
+from gcbench.errors import ConfigError
 from gcbench.report import write_report
-from gcbench.report.figures import breakdown_figure
-from gcbench.results.store import RunStore
+from gcbench.report.figures import breakdown_figure, per_cell
+from gcbench.results.store import ResultsWarning, RunStore
+
+from conftest import TINY_SUITE
+
+
+def cell(machines: int = 1, model: str | dict = "tiny-mlp", **network) -> Cell:
+    return Cell.model_validate(
+        {
+            "model": model,
+            "network": {"inter_gbps": 10, **network},
+            "cluster": {"machines": machines, "gpus_per_machine": 4},
+            "strategy": "fp32",
+            "compressor": "none",
+        }
+    )
 
 
 def fake_run(tmp_path, n_ok=5, n_failed=1):
     store, _ = RunStore.open(tmp_path / "results", "demo")
-    store.write_manifest({"suite": "demo", "status": "finished"})
-    for i in range(n_ok + n_failed):
-        ok = i < n_ok
-        rows = [
-            {
-                "cell_id": f"c{i}",
-                "model": "tiny-mlp",
-                "strategy": "fp32",
-                "compressor": "none",
-                "machines": i + 1,
-                "gpus_per_machine": 4,
-                "gpus": 4 * (i + 1),
-                "inter_gbps": 10.0,
-                "intra": "nvlink",
-                "status": "ok" if ok else "failed",
-                "error": "" if ok else "boom",
-                "repetition": r,
-                "iteration_s": 0.3 if ok else None,
-                "compute_s": 0.1 if ok else None,
-                "compress_exposed_s": 0.05 if ok else None,
-                "comm_exposed_s": 0.15 if ok else None,
-            }
-            for r in range(2)
-        ]
-        store.write_cell(f"c{i}", rows, None)
+    cells = [cell(i + 1) for i in range(n_ok + n_failed)]
+    store.write_manifest({"suite": "demo", "status": "finished", "grid": [c.id for c in cells]})
+    for i, c in enumerate(cells):
+        error = None if i < n_ok else "boom"
+        store.write_cell(c.id, cell_rows(c, "demo", store.run_id, 2, error), None)
     return store
 
 
-def test_one_bar_per_ok_cell(tmp_path):
-    from gcbench import load_results
+def bars(fig) -> list[str]:
+    return [x for t in fig.data if t.name == "compute" for x in t.x]
 
+
+def test_one_bar_per_ok_cell(tmp_path):
     store = fake_run(tmp_path)
-    fig = breakdown_figure(load_results(store.path))
+    df = load_results(store.path)
+    fig = breakdown_figure(df)
     parts = ["compute", "exposed compression", "exposed communication"]
     assert [t.name for t in fig.data] == parts  # one panel: tiny-mlp
     for trace in fig.data:
         assert len(trace.x) == 5 and len(set(trace.x)) == 5
-    assert sum(t.y[0] for t in fig.data) == 300.0  # ms: the parts stack to the iteration
+    first = per_cell(df).iloc[0]
+    assert sum(t.y[0] for t in fig.data) == pytest.approx(first["iteration_s"] * 1e3)
+    assert "mean of its 2 repetitions" in fig.layout.title.text  # a bar is an aggregate
 
 
 def test_one_panel_per_model_and_still_one_bar_per_cell(tmp_path):
-    from gcbench import load_results
-
     df = load_results(fake_run(tmp_path).path)
     df.loc[df["machines"] > 3, "model"] = "resnet50"
     fig = breakdown_figure(df)
@@ -63,8 +72,69 @@ def test_one_panel_per_model_and_still_one_bar_per_cell(tmp_path):
         "exposed communication",
     ] * 2
     for name in ("compute", "exposed communication"):
-        bars = [x for t in fig.data if t.name == name for x in t.x]
-        assert len(bars) == len(set(bars)) == 5
+        xs = [x for t in fig.data if t.name == name for x in t.x]
+        assert len(xs) == len(set(xs)) == 5
+
+
+def test_cells_that_differ_only_in_unlabelled_columns_get_bars_of_their_own():
+    """Two batch sizes x two intra links of tiny-cnn on 2x4 GPUs at 10 Gbps are four
+    bars, each its own cell's height (at 81933ad: one "fp32 · 2×4 · 10 Gbps" bar, the
+    four cells stacked), and the table has columns for the batch size and the link."""
+    from gcbench.report.html import _table
+
+    rows = []
+    for batch in (16, 32):
+        for intra in ("nvlink", "pcie"):
+            c = Cell.model_validate(
+                {
+                    "model": {"name": "tiny-cnn", "batch_size": batch},
+                    "network": {"intra": intra, "inter_gbps": 10},
+                    "cluster": {"machines": 2, "gpus_per_machine": 4},
+                    "strategy": "fp32",
+                    "compressor": "none",
+                }
+            )
+            rows += cell_rows(c, repetitions=1)
+    df = pd.DataFrame(rows)
+    fig = breakdown_figure(df)
+    xs = bars(fig)
+    assert len(xs) == len(set(xs)) == 4
+    assert fig.layout.xaxis.type == "category"  # never merged, whatever the labels read
+    for x in xs:
+        assert re.search(r"batch (16|32)", x) and re.search(r"nvlink|pcie", x), x
+    heights = sorted(sum(t.y[i] for t in fig.data) for i in range(4))
+    assert heights == pytest.approx(sorted(df["iteration_s"] * 1e3))
+    table = _table(df)
+    assert "<th>batch_size</th>" in table and "<th>intra</th>" in table
+
+
+@pytest.mark.parametrize(
+    "column, values",
+    [
+        ("device", ["v100", "a100"]),
+        ("inter_latency_us", [25.0, 50.0]),
+        ("intra_efficiency", [0.8, 0.9]),
+        ("nics_per_machine", [1, 2]),
+        ("seed", [0, 1]),
+        ("cpu_cores", [16, 8]),
+    ],
+)
+def test_every_config_column_that_varies_is_in_the_labels_and_the_table(column, values):
+    from gcbench.report.html import _table
+
+    base = cell_rows(cell(2), repetitions=1)[0]
+    df = pd.DataFrame([{**base, column: v, "cell_id": f"{i:064x}"} for i, v in enumerate(values)])
+    xs = bars(breakdown_figure(df))
+    assert len(set(xs)) == 2, xs
+    assert f"<th>{column}</th>" in _table(df)
+
+
+def test_cells_the_columns_cannot_tell_apart_get_their_ids():
+    """Two versions of one profile file: same columns, different cells."""
+    base = cell_rows(cell(2), repetitions=1)[0]
+    df = pd.DataFrame([{**base, "cell_id": c * 64} for c in "ab"])
+    xs = bars(breakdown_figure(df))
+    assert len(set(xs)) == 2 and all("#" in x for x in xs), xs
 
 
 def test_page_is_offline(tmp_path):
@@ -77,6 +147,8 @@ def test_page_is_offline(tmp_path):
     assert "1 cell(s) failed" in page and "boom" in page
     assert page.count("<tr") == 1 + 6  # header + 5 ok cells + 1 failed
     assert "None" not in page
+    assert "Every cell: strategy=fp32 · compressor=none · gpus_per_machine=4" in page
+    assert "seq_len=default" in page and "device=v100" in page
 
 
 def test_empty_run_still_gives_a_page(tmp_path):
@@ -85,33 +157,125 @@ def test_empty_run_still_gives_a_page(tmp_path):
     assert "No finished cells yet" in page
 
 
+def test_the_suites_description_reaches_the_report(tmp_path):
+    """(At 81933ad the description was read from the suite and dropped.)"""
+    suite = tiny_suite(tmp_path, "description: Four <tiny> cells & more.\n" + TINY_SUITE)
+    from gcbench.runner import run_suite
+
+    prefill(tmp_path / "results", suite)
+    run_suite(suite, tmp_path / "results")
+    page = write_report(tmp_path / "results" / "tiny", tmp_path / "out").read_text()
+    assert "<p>Four &lt;tiny&gt; cells &amp; more.</p>" in page
+
+
+def test_an_unchanged_report_is_not_rewritten(tmp_path):
+    store = fake_run(tmp_path)
+    index = write_report(store.path, tmp_path / "out")
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    page = index.read_bytes()
+    write_report(store.path, tmp_path / "out")
+    assert index.read_bytes() == page  # the same results give the same page
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == stamps
+
+
+def test_the_report_shows_the_current_grid_unless_asked_for_all_cells(tmp_path):
+    """Cells on disk that the latest run's suite no longer has stay out of the report
+    (at 81933ad they were drawn and tabled with the current ones)."""
+    store = fake_run(tmp_path, 6, 0)
+    manifest = store.read_manifest()
+    store.write_manifest({**manifest, "grid": manifest["grid"][:4]})
+    page = write_report(store.path, tmp_path / "out").read_text()
+    assert page.count("<tr") == 1 + 4 and "4 of the 4 cells of the suite&#x27;s grid" in page
+    page = write_report(store.path, tmp_path / "all", all_cells=True).read_text()
+    assert page.count("<tr") == 1 + 6 and "2 of them no longer in the suite&#x27;s grid" in page
+    r = CliRunner().invoke(
+        app, ["report", str(store.path), "--out", str(tmp_path / "cli"), "--all-cells"]
+    )
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "cli/index.html").read_text().count("<tr") == 1 + 6
+
+
+def test_unreadable_cells_are_left_out_and_said(tmp_path):
+    store = fake_run(tmp_path)
+    [first, *_] = store.cell_files()
+    first.write_bytes(first.read_bytes()[:100])
+    with pytest.warns(ResultsWarning, match="unreadable"):
+        page = write_report(store.path, tmp_path / "out").read_text()
+    assert "Left out: " in page and first.name in page
+    r = CliRunner().invoke(app, ["report", str(store.path), "--out", str(tmp_path / "cli")])
+    assert r.exit_code == 0, r.output
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("warning: ")]
+    assert first.name in line and "unreadable" in line
+
+
+@pytest.mark.parametrize("suite", ["../../escaped", "/tmp/abs", "a/b", "..", ""])
+def test_the_default_report_folder_comes_from_a_checked_suite_name(tmp_path, monkeypatch, suite):
+    """`report` without --out writes reports/<suite>; a manifest whose suite is a path is
+    refused in one line, nothing written (at 81933ad "../../escaped" wrote two folders
+    above reports/)."""
+    store = fake_run(tmp_path)
+    store.manifest_path.write_text(json.dumps({**store.read_manifest(), "suite": suite}))
+    work = tmp_path / "a" / "b" / "c"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    with pytest.raises(ConfigError) as e:
+        write_report(store.path)
+    line = one_line(e.value)
+    assert line.startswith(f"{store.manifest_path}: suite: ") and "not a suite name" in line
+    r = CliRunner().invoke(app, ["report", str(store.path)])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert list(work.iterdir()) == [] and sorted(p.name for p in (tmp_path / "a").rglob("*")) == [
+        "b",
+        "c",
+    ]
+
+
+def test_default_report_folder(tmp_path, monkeypatch):
+    store = fake_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert write_report(store.path) == Path("reports/demo/index.html")
+    assert (tmp_path / "reports/demo/index.html").is_file()
+
+
+def test_an_unwritable_out_folder_is_one_line(tmp_path):
+    store = fake_run(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    for out in (tmp_path / "afile", tmp_path / "afile" / "x", tmp_path / ("l" * 300)):
+        r = CliRunner().invoke(app, ["report", str(store.path), "--out", str(out)])
+        assert r.exit_code == 2, r.output
+        assert r.stderr.startswith(f"error: --out: cannot write {out}: ")
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "results"]
+
+
 def test_every_strategy_is_drawn_once_per_cell():
     """The strategies suite (every strategy x every compressor, with and without CPU
     servers), simulated in-process: each ok cell is one bar with a label of its own."""
-    import pandas as pd
-
-    import gcbench
-    from gcbench.config import expand, load_suite
+    from gcbench.config import load_suite
     from gcbench.config.strategies import STRATEGIES
-    from gcbench.report.figures import breakdown_figure
-    from gcbench.results.schema import record
-    from gcbench.runner import execute_cell
 
     from conftest import ROOT
 
     rows = []
     for c in expand(load_suite(ROOT / "suites/strategies.yaml")):
-        metrics, _ = execute_cell(c, 1)
-        rows.append(
-            record(suite="strategies", cell_id=c.id, config=c.flat(), metrics=metrics[0],
-                   error=None, repetition=0, gcbench_version=gcbench.__version__,
-                   run_id="r", meta={})
-        )  # fmt: skip
+        rows += cell_rows(c, "strategies", repetitions=1)
     df = pd.DataFrame(rows)
     fig = breakdown_figure(df)
-    bars = [t for t in fig.data if t.name == "compute"]
-    assert sum(len(t.x) for t in bars) == len(df)
-    for t in bars:
+    compute = [t for t in fig.data if t.name == "compute"]
+    assert sum(len(t.x) for t in compute) == len(df)
+    for t in compute:
         assert len(set(t.x)) == len(t.x)  # no two cells share a bar
-    drawn = {label.split(" · ")[0] for t in bars for label in t.x}
+    drawn = {label.split(" · ")[0] for t in compute for label in t.x}
     assert drawn == set(STRATEGIES)
+
+
+def test_warnings_are_one_line_each(tmp_path):
+    store = fake_run(tmp_path)
+    for p in store.cell_files()[:2]:
+        p.write_bytes(b"")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = load_results(store.path)
+    assert df["cell_id"].nunique() == 4
+    lines = [str(w.message) for w in caught if w.category is ResultsWarning]
+    assert len(lines) == 2 and all("\n" not in line for line in lines)

@@ -103,3 +103,72 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
     assert not list(run.rglob(TMP_PREFIX + "*"))
     assert 0 < len(cell_files(run)) < TOTAL, (len(cell_files(run)), err)
+
+
+def test_a_second_run_exits_naming_the_first_or_waits_for_it(tmp_path):
+    """Two `gcbench run` on one results folder: the second says which process holds it
+    and exits 2; with --wait it waits, then finds every cell finished and computes none
+    (at 81933ad both computed every cell, into two run folders)."""
+    # twice the big suite, so the first run is still going when the second starts
+    more = "".join(f"    - {{inter_gbps: {g}}}\n" for g in range(26, 51))
+    bigger = BIG_SUITE.replace("  cluster:", more + "  cluster:")
+    total = 2 * TOTAL
+    suite = write(tmp_path, "big.yaml", bigger)
+    results = tmp_path / "results"
+    first = gcbench(str(suite), "--results", str(results), "--no-report", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (results / "big").exists():  # made, then locked at once, before Ray starts
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+        time.sleep(0.005)
+    second = gcbench(str(suite), "--results", str(results), "--no-report", cwd=tmp_path)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 2, err
+    assert err.strip() == (
+        f"error: {results / 'big'}: another gcbench run (pid {first.pid}) is writing this "
+        "suite's results; wait for it to end, or run again with --wait"
+    )
+    waiting = gcbench(str(suite), "--results", str(results), "--no-report", "--wait", cwd=tmp_path)
+    out, err = waiting.communicate(timeout=300)
+    assert first.wait(300) == 0, first.communicate()
+    assert waiting.returncode == 0, err
+    assert f"waiting for the gcbench run (pid {first.pid})" in err
+    assert f"{total} cells: 0 ok now, 0 failed, {total} finished earlier" in out
+    [run] = list((results / "big").iterdir())
+    assert len(cell_files(run)) == total
+
+
+def test_an_address_that_answers_but_is_no_ray_cluster_fails_in_bounded_time(tmp_path):
+    """A port that accepts connections and closes them: one line, exit 2, in seconds (at
+    81933ad Ray retried for minutes, printing C++ warnings)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    port = server.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    suite = write(tmp_path, "big.yaml", BIG_SUITE)
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gcbench", "run", str(suite), "--results", "r",
+             "--address", f"127.0.0.1:{port}"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        server.close()
+    assert proc.returncode == 2, proc.stderr
+    assert time.monotonic() - started < 60
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot connect to the Ray cluster at '127.0.0.1:{port}': ")
+    assert not (tmp_path / "r").exists()

@@ -1,9 +1,22 @@
-"""Plotly figures: pure functions of a results DataFrame."""
+"""Plotly figures: pure functions of a results DataFrame.
+
+A bar is one cell (the mean over its repetitions, which the title says), never more: a
+cell's label names every config column that varies within its panel (`varying`), and
+cells that the columns cannot tell apart (say, two versions of one profile file) get
+their cell id's first digits, so no two cells share an x position and plotly never
+stacks them into one bar.
+"""
 
 from __future__ import annotations
 
+import math
+from pathlib import PurePath
+from typing import Any
+
 import pandas as pd
 import plotly.graph_objects as go
+
+from gcbench.results.schema import CONFIG_COLUMNS
 
 PARTS = (
     ("compute_s", "compute", "#4C78A8"),
@@ -11,34 +24,163 @@ PARTS = (
     ("comm_exposed_s", "exposed communication", "#E45756"),
 )
 
+# Config columns that follow from others (gpus = machines x gpus_per_machine; the
+# compressor's kind and parameters from its label): never what alone tells cells apart.
+DERIVED = ("gpus", "compressor_kind", "compressor_params")
+# The order a label names a cell's columns in; columns added to the schema later follow.
+LABEL_ORDER = (
+    "strategy",
+    "compressor",
+    "machines",
+    "gpus_per_machine",
+    "cpu_servers",
+    "inter_gbps",
+    "intra",
+    "batch_size",
+    "seq_len",
+    "fusion",
+    "device",
+    "profile",
+    "intra_gbs",
+    "intra_latency_us",
+    "intra_efficiency",
+    "inter_latency_us",
+    "inter_efficiency",
+    "nics_per_machine",
+    "server_gbps",
+    "cpu_cores",
+    "summation_gbs",
+    "seed",
+    "mode",
+    "model",
+)
+ORDER = (
+    *LABEL_ORDER,
+    *(c for c in CONFIG_COLUMNS if c not in LABEL_ORDER and c not in DERIVED),
+)
+# How a value reads in a label: text before and after it.
+WORDS: dict[str, tuple[str, str]] = {
+    "inter_gbps": ("", " Gbps"),
+    "batch_size": ("batch ", ""),
+    "seq_len": ("seq ", ""),
+    "fusion": ("fusion ", ""),
+    "profile": ("profile ", ""),
+    "intra_gbs": ("intra ", " GB/s"),
+    "intra_latency_us": ("intra ", " µs"),
+    "intra_efficiency": ("intra efficiency ", ""),
+    "inter_latency_us": ("inter ", " µs"),
+    "inter_efficiency": ("inter efficiency ", ""),
+    "nics_per_machine": ("", " NICs"),
+    "server_gbps": ("servers ", " Gbps"),
+    "cpu_cores": ("", " CPU cores"),
+    "summation_gbs": ("summation ", " GB/s"),
+    "seed": ("seed ", ""),
+}
 
-def cell_label(row: pd.Series) -> str:
-    servers = row.get("cpu_servers") or 0
-    fusion = row.get("fusion") or "ddp"
-    return (
-        f"{row['model']} · {row['strategy']}"
-        + (f" · {row['compressor']}" if row["compressor"] != "none" else "")
-        + f" · {row['machines']}×{row['gpus_per_machine']}"
-        + (f" + {servers:g} CPU server{'s' if servers > 1 else ''}" if servers else "")
-        + f" · {row['inter_gbps']:g} Gbps"
-        + (f" · fusion {fusion}" if fusion != "ddp" else "")
-    )
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _same(value: Any) -> Any:
+    """A value as compared when finding the columns that vary (every missing one alike)."""
+    return None if _missing(value) else value
+
+
+def varying(cells: pd.DataFrame) -> list[str]:
+    """The config columns (derived ones aside) that take more than one value in `cells`,
+    in label order."""
+    out = []
+    for col in ORDER:
+        if col in cells.columns and len({_same(v) for v in cells[col]}) > 1:
+            out.append(col)
+    return out
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def value_text(value: Any) -> str:
+    """A config value as text: numbers short (`10`, `0.8`), a missing one `default`."""
+    return "default" if _missing(value) else _number(value)
+
+
+def describe(col: str, value: Any, row: pd.Series | None = None) -> str:
+    """How one config value reads in a label or a title, e.g. `batch 32`, `10 Gbps`."""
+    if col in ("machines", "gpus_per_machine") and row is not None:
+        return f"{_number(row['machines'])}×{_number(row['gpus_per_machine'])}"
+    if col == "cpu_servers":
+        n = 0 if _missing(value) else value
+        return "no CPU servers" if not n else f"+ {_number(n)} CPU server{'s' * (n != 1)}"
+    before, after = WORDS.get(col, ("", ""))
+    if _missing(value):
+        return f"{col} default"
+    if col == "profile":
+        value = PurePath(str(value)).name
+    return f"{before}{_number(value)}{after}"
+
+
+def _parts(row: pd.Series, cols: list[str]) -> list[str]:
+    parts = []
+    for col in cols:
+        if col == "gpus_per_machine" and "machines" in cols:
+            continue  # one `M×G` part for both
+        parts.append(describe(col, row.get(col), row))
+    return parts
+
+
+def cell_label(row: pd.Series, cols: list[str] | None = None) -> str:
+    """A cell's label: its strategy, then its value of each column in `cols` (by default
+    the strategy, compressor, cluster, servers, inter bandwidth and fusion)."""
+    if cols is None:
+        cols = ["compressor", "machines", "gpus_per_machine", "cpu_servers", "inter_gbps"]
+        cols += ["fusion"]
+    return " · ".join([str(row["strategy"]), *_parts(row, [c for c in cols if c != "strategy"])])
+
+
+def _labels(panel: pd.DataFrame) -> list[str]:
+    """One distinct label per cell of a panel (a model): the strategy and every column
+    that varies there; cells still alike get the first digits of their cell ids."""
+    cols = [c for c in varying(panel) if c not in ("strategy", "model")]
+    labels = [cell_label(row, cols) for _, row in panel.iterrows()]
+    counts = pd.Series(labels).value_counts()
+    return [
+        f"{label} · #{cid[:8]}" if counts[label] > 1 else label
+        for label, cid in zip(labels, panel["cell_id"], strict=True)
+    ]
 
 
 def per_cell(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean over repetitions of each ok cell, in a stable, readable order."""
+    """Mean over repetitions of each ok cell, labelled (`_labels`, per model), in a
+    stable, readable order."""
+    columns = ["cell_id", "label", *(p for p, _, _ in PARTS)]
     if df.empty:
-        return pd.DataFrame(columns=["cell_id", "label", *(p for p, _, _ in PARTS)])
+        return pd.DataFrame(columns=columns)
     ok = df[df["status"] == "ok"]
     if ok.empty:
-        return ok
+        return pd.DataFrame(columns=[*df.columns, "label"])
     keys = ["cell_id"]
     firsts = ok.groupby(keys, sort=False).first()
     means = ok.groupby(keys, sort=False)[[p for p, _, _ in PARTS] + ["iteration_s"]].mean()
     out = firsts.drop(columns=means.columns).join(means).reset_index()
-    out["label"] = out.apply(cell_label, axis=1)
-    order = ["model", "strategy", "compressor", "gpus", "inter_gbps", "cell_id"]
-    return out.sort_values(order, kind="stable").reset_index(drop=True)
+    order = ["model", *(c for c in varying(out) if c != "model"), "cell_id"]
+    out = out.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
+    out["label"] = ""
+    for _, panel in out.groupby("model", sort=False, dropna=False):
+        out.loc[panel.index, "label"] = _labels(panel)
+    return out
+
+
+def panel_title(panel: pd.DataFrame, across: list[str]) -> str:
+    """A panel's title: its model, and the values shared by its cells of the columns
+    in `across` (those that vary over the whole report)."""
+    first = panel.iloc[0]
+    own = set(varying(panel))
+    shared = [c for c in across if c not in own and c != "model" and c != "strategy"]
+    return " · ".join([str(first["model"]), *_parts(first, shared)])
 
 
 def breakdown_figure(df: pd.DataFrame) -> go.Figure:
@@ -49,18 +191,19 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
 
     cells = per_cell(df)
     models = list(dict.fromkeys(cells["model"])) if not cells.empty else []
+    across = varying(cells) if not cells.empty else []
+    titles = [panel_title(cells[cells["model"] == m], across) for m in models]
     fig = make_subplots(
         rows=max(1, len(models)),
         cols=1,
-        subplot_titles=models or None,
+        subplot_titles=titles or None,
         vertical_spacing=0.5 / max(1, len(models)),
     )
     for row, model in enumerate(models, start=1):
         mine = cells[cells["model"] == model]
-        labels = mine["label"].str.removeprefix(f"{model} · ")  # the panel names the model
         for column, name, colour in PARTS:
             fig.add_bar(
-                x=labels,
+                x=list(mine["label"]),
                 y=mine[column] * 1e3,
                 name=name,
                 marker_color=colour,
@@ -68,13 +211,18 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
                 showlegend=row == 1,
                 row=row,
                 col=1,
-                hovertemplate="%{x}<br>" + name + ": %{y:.3f} ms<extra></extra>",
+                customdata=[cid[:12] for cid in mine["cell_id"]],
+                hovertemplate="%{x}<br>"
+                + name
+                + ": %{y:.3f} ms<br>cell %{customdata}<extra></extra>",
             )
         fig.update_yaxes(title_text="ms / iteration", row=row, col=1)
-    fig.update_xaxes(tickangle=-35)
+    fig.update_xaxes(tickangle=-35, type="category")
+    reps = int(df["repetition"].nunique()) if "repetition" in df.columns and len(df) else 1
     fig.update_layout(
         barmode="stack",
-        title="Iteration time breakdown per cell",
+        title="Iteration time breakdown per cell"
+        + (f" (each bar the mean of its {reps} repetitions)" if reps > 1 else ""),
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
         height=max(1, len(models)) * 520 + 120,
         margin={"b": 40},

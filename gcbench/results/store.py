@@ -1,34 +1,86 @@
 """The on-disk layout of results (DESIGN §5 On disk) and the only code that writes it.
 
+    results/<suite>/                                       locked by a run (flock)
     results/<suite>/<run-id>/manifest.json
-    results/<suite>/<run-id>/cells/<cell-id>.parquet     one row per repetition
-    results/<suite>/<run-id>/traces/<cell-id>.json.gz    spans of the first repetition
+    results/<suite>/<run-id>/cells/<cell-id>.parquet       one row per repetition
+    results/<suite>/<run-id>/traces/<cell-id>.json.gz      spans of the first repetition
 
 Every file is written to a temporary name in the same folder, flushed, and renamed into
 place, so a crash leaves either a whole file or none; leftover temporaries are removed
 when a run is continued. A cell counts as finished when its parquet file exists (its
 trace is written first).
+
+A cell file carries parquet page checksums and, in its metadata, the sha256 of its
+schema and rows (`table_digest`), so damage is found on reading even where the file
+still parses; a file that cannot be read back exactly is *unreadable*: `gcbench run`
+sets it aside (renames it) and runs the cell again, `load_results` and the report leave
+it out with a `ResultsWarning`. Rows of another results format (`schema.FORMAT_VERSION`)
+and a broken or odd manifest.json are a ConfigError naming the file and what to do.
+
+The manifest's `grid` is the expanded cell ids of the latest `gcbench run` of the run
+folder: `load_results` and the report show those cells (older cells stay on disk and come
+back with `all_cells=True`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import gzip
+import hashlib
 import json
 import os
-from collections.abc import Iterable
+import re
+import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import ConfigError
 from gcbench.files import TMP_PREFIX, atomic_write
-from gcbench.results.schema import RUN_COLUMNS, TASK_META_COLUMNS
+from gcbench.results.schema import FORMAT_VERSION, RUN_COLUMNS, TASK_META_COLUMNS
 
-__all__ = ["RUN_COLUMNS", "TASK_META_COLUMNS", "RunStore", "load_results", "resolve_run"]
+__all__ = [
+    "RUN_COLUMNS",
+    "TASK_META_COLUMNS",
+    "ResultsWarning",
+    "RunStore",
+    "SuiteLock",
+    "Unreadable",
+    "load_results",
+    "resolve_run",
+    "suite_folder_name",
+]
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
+MANIFEST = "manifest.json"
+DIGEST_KEY = b"gcbench.sha256"  # parquet metadata: sha256 of the schema and rows
+SET_ASIDE = ".unreadable-"  # <cell-id>.parquet.unreadable-<time>: a damaged cell file
+STATUSES = ("running", "finished", "failed", "interrupted", "incomplete")
+# The same rule as `Suite.name`: a suite's name is one folder name, never a path.
+SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+CELL_ID = re.compile(r"[0-9a-f]{64}")
+MANIFEST_ADVICE = (
+    "it describes the run: restore it, or start a new run with `gcbench run SUITE --fresh`"
+)
+FORMAT_ADVICE = (
+    "start a new run with `gcbench run SUITE --fresh` (these results stay on disk), or "
+    "read them with the gcbench version that wrote them"
+)
+
+
+class ResultsWarning(UserWarning):
+    """Something in a results folder was left out (an unreadable cell file)."""
+
+
+class Unreadable(Exception):
+    """A cell file that cannot be read back as written; `why` says how, in a few words."""
+
+    def __init__(self, path: Path, why: str):
+        self.path, self.why = path, why
+        super().__init__(f"{path}: unreadable ({why})")
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -41,8 +93,103 @@ def latest_run(suite_dir: Path) -> Path | None:
     """The newest run folder of a suite (run ids sort by time), or None."""
     if not suite_dir.is_dir():
         return None
-    runs = sorted(p for p in suite_dir.iterdir() if (p / "manifest.json").is_file())
+    runs = sorted(p for p in suite_dir.iterdir() if (p / MANIFEST).is_file())
     return runs[-1] if runs else None
+
+
+def suite_folder_name(name: Any, where: str) -> str:
+    """`name` if it is a suite's name (one folder name, as suites require), else a
+    ConfigError naming `where` (the file it came from): it becomes a folder under
+    results/ and reports/, so a path there would write anywhere."""
+    if not isinstance(name, str) or not SUITE_NAME.fullmatch(name):
+        raise ConfigError(
+            [
+                f"{where}: suite: {str(name)[:80]!r} is not a suite name (a letter or digit, "
+                f"then letters, digits, '_', '.', '-'; at most 100); {MANIFEST_ADVICE}"
+            ]
+        )
+    return name
+
+
+def _short(e: BaseException, path: Path | None = None) -> str:
+    """`Kind: first line of the message` (the file's name left out: the line names it)."""
+    text = str(e).strip().splitlines()
+    if not text:
+        return type(e).__name__
+    first = text[0]
+    if path is not None:
+        first = first.replace(f" '{path}'", "").replace(str(path), "the file")
+    return f"{type(e).__name__}: {first[:160]}"
+
+
+def table_digest(table: pa.Table) -> str:
+    """sha256 of a table's column names and types and of its rows, as Python values."""
+    h = hashlib.sha256()
+    h.update(json.dumps([[f.name, str(f.type)] for f in table.schema]).encode())
+    h.update(json.dumps(table.to_pylist(), sort_keys=True, default=repr).encode())
+    return h.hexdigest()
+
+
+def _check_manifest(path: Path, data: Any) -> dict[str, Any]:
+    """The manifest as a dict, or a ConfigError naming the file and the odd field."""
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError([f"{path}: {what}; {MANIFEST_ADVICE}"])
+
+    if not isinstance(data, dict):
+        raise bad(f"expected a JSON object, got {type(data).__name__}")
+    text = (str,)
+    types: dict[str, tuple[type, ...]] = {
+        "suite": text,
+        "description": text,
+        "suite_hash": text,
+        "suite_file": (str, type(None)),
+        "gcbench_version": text,
+        "status": text,
+        "started_at": text,
+        "finished_at": text,
+        "interrupted_at": text,
+        "versions": (dict,),
+        "cluster": (dict,),
+        "cells": (dict,),
+        "grid": (list,),
+        "last_session": (dict,),
+        "only": (list,),
+        "format_version": (int,),
+        "sessions": (int,),
+    }
+    for key, allowed in types.items():
+        if key in data and (
+            not isinstance(data[key], allowed) or isinstance(data[key], bool)
+        ):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+            raise bad(f"{key}: expected {names}, got {json.dumps(data[key])[:60]}")
+    version = data.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise ConfigError(
+            [
+                f"{path}: results format {version} (gcbench "
+                f"{data.get('gcbench_version', '?')}); this gcbench reads format "
+                f"{FORMAT_VERSION}: {FORMAT_ADVICE}"
+            ]
+        )
+    if "suite" in data:
+        suite_folder_name(data["suite"], str(path))
+    if "status" in data and data["status"] not in STATUSES:
+        raise bad(f"status: expected one of {', '.join(STATUSES)}, got {data['status']!r:.60}")
+    for key in ("cells", "last_session"):
+        for k, v in data.get(key, {}).items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise bad(f"{key}.{k}: expected a count, got {json.dumps(v)[:60]}")
+    for i, cid in enumerate(data.get("grid", [])):
+        if not isinstance(cid, str) or not CELL_ID.fullmatch(cid):
+            raise bad(f"grid.{i}: expected a cell id (64 hex digits), got {json.dumps(cid)[:80]}")
+    resources = data.get("cluster", {}).get("resources", {})
+    if not isinstance(resources, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in resources.values()
+    ):
+        raise bad("cluster.resources: expected numbers by resource name")
+    return data
 
 
 class RunStore:
@@ -57,7 +204,8 @@ class RunStore:
     def open(cls, results: Path, suite: str, fresh: bool = False) -> tuple[RunStore, bool]:
         """The latest run of `suite` under `results` (continued), or a new one.
 
-        Returns the store and whether it continues an earlier run.
+        Returns the store and whether it continues an earlier run. Take the suite's
+        `SuiteLock` first when writing: continuing removes leftover temporaries.
         """
         suite_dir = Path(results) / suite
         run = None if fresh else latest_run(suite_dir)
@@ -77,11 +225,7 @@ class RunStore:
         return self.path.parent.name
 
     def finished(self) -> set[str]:
-        if not self.cells_dir.is_dir():
-            return set()
-        return {
-            p.stem for p in self.cells_dir.glob("*.parquet") if not p.name.startswith(TMP_PREFIX)
-        }
+        return {p.stem for p in self.cell_files()}
 
     def remove_temporaries(self) -> int:
         n = 0
@@ -92,19 +236,42 @@ class RunStore:
                     n += 1
         return n
 
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
     def read_manifest(self) -> dict[str, Any]:
-        path = self.path / "manifest.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+        """The run's manifest ({} if there is none yet), checked: a file that is not JSON,
+        not an object, has a field of the wrong type, another results format or a suite
+        that is not a folder name is a ConfigError of one line naming it."""
+        path = self.manifest_path
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+            raise ConfigError([f"{path}: cannot read it ({why}); {MANIFEST_ADVICE}"]) from None
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
+            why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+            raise ConfigError([f"{path}: not valid JSON ({why}); {MANIFEST_ADVICE}"]) from None
+        return _check_manifest(path, data)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write(
-            self.path / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode()
-        )
+        manifest = {**manifest, "format_version": FORMAT_VERSION}
+        text = json.dumps(manifest, indent=2, sort_keys=True, default=str)
+        atomic_write(self.manifest_path, text.encode())
+
+    def cell_path(self, cell_id: str) -> Path:
+        return self.cells_dir / f"{cell_id}.parquet"
 
     def write_cell(
         self, cell_id: str, rows: list[dict[str, Any]], spans: list[dict[str, Any]] | None
     ) -> Path:
-        """Write one finished cell: its trace (if any), then its rows."""
+        """Write one finished cell: its trace (if any), then its rows, with parquet page
+        checksums and the digest of the rows in the file's metadata."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -114,23 +281,179 @@ class RunStore:
                 gzip.compress(json.dumps(spans).encode(), mtime=0),
             )
         table = pa.Table.from_pylist(rows)
+        table = table.replace_schema_metadata({DIGEST_KEY: table_digest(table).encode()})
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
-        path = self.cells_dir / f"{cell_id}.parquet"
+        pq.write_table(table, sink, write_page_checksum=True)
+        path = self.cell_path(cell_id)
         atomic_write(path, sink.getvalue().to_pybytes())
         return path
 
     def cell_files(self) -> list[Path]:
+        if not self.cells_dir.is_dir():
+            return []
         return sorted(
             p for p in self.cells_dir.glob("*.parquet") if not p.name.startswith(TMP_PREFIX)
         )
 
+    def set_aside(self, path: Path) -> Path:
+        """Rename an unreadable cell file out of the way (`<name>.unreadable-<time>`), so
+        its cell counts as not run; returns the new path."""
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        target = path.with_name(f"{path.name}{SET_ASIDE}{stamp}")
+        os.replace(path, target)
+        return target
+
+
+def read_cell(path: Path) -> pa.Table:
+    """A cell file's rows, exactly as written, or `Unreadable` (the file cannot be
+    parsed, a page checksum or the rows' digest does not match, or it holds another
+    cell). Rows of another results format are a ConfigError naming the file."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path, page_checksum_verification=True)
+    except Exception as e:  # pyarrow raises many kinds for a damaged file
+        raise Unreadable(path, _short(e, path)) from None
+    digest = (table.schema.metadata or {}).get(DIGEST_KEY)
+    if digest is not None:
+        try:
+            same = digest.decode("ascii") == table_digest(table)
+        except Exception:  # a damaged table may not even convert
+            same = False
+        if not same:
+            raise Unreadable(path, "its checksum does not match its contents")
+    versions = (
+        set(table.column("format_version").to_pylist())
+        if "format_version" in table.column_names
+        else {1}  # format 1 had no format_version column
+    )
+    if versions != {FORMAT_VERSION}:
+        version = ", ".join(str(v) for v in sorted(versions, key=str))
+        made = (
+            ", ".join(sorted({str(v) for v in table.column("gcbench_version").to_pylist()}))
+            if "gcbench_version" in table.column_names
+            else "?"
+        )
+        raise ConfigError(
+            [
+                f"{path}: results format {version} (written by gcbench {made}); this gcbench "
+                f"reads format {FORMAT_VERSION}: {FORMAT_ADVICE}"
+            ]
+        )
+    if digest is None:
+        raise Unreadable(path, "it has no checksum")
+    if "cell_id" not in table.column_names or set(table.column("cell_id").to_pylist()) != {
+        path.stem
+    }:
+        raise Unreadable(path, "it holds the rows of another cell")
+    return table
+
+
+class SuiteLock:
+    """An exclusive `flock` on a suite's results folder, held while a run writes there.
+
+    The folder itself is locked (no lock file is written), and the kernel releases the
+    lock when the process ends, however it ends, so a lock is never stale. A second run
+    gets a ConfigError naming the holder's pid, or with `wait` blocks until the holder
+    is done (`on_wait` is told once, first).
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        wait: bool = False,
+        on_wait: Callable[[str], None] | None = None,
+    ):
+        self.folder = Path(folder)
+        self.wait = wait
+        self.on_wait = on_wait
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        told = False
+        for _ in range(10):
+            fd = os.open(self.folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = lock_holder(self.folder)
+                    who = f"pid {holder}" if holder else "another process"
+                    if not self.wait:
+                        raise ConfigError(
+                            [
+                                f"{self.folder}: another gcbench run ({who}) is writing this "
+                                "suite's results; wait for it to end, or run again with --wait"
+                            ]
+                        ) from None
+                    if self.on_wait and not told:
+                        self.on_wait(f"waiting for the gcbench run ({who}) writing {self.folder}")
+                        told = True
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                # The holder may have removed the folder (a run that failed to start does)
+                # while this one waited: lock the folder that is there now.
+                try:
+                    same = os.path.samestat(os.fstat(fd), os.stat(self.folder))
+                except FileNotFoundError:
+                    same = False
+            except BaseException:
+                os.close(fd)
+                raise
+            if same:
+                self._fd = fd
+                return
+            os.close(fd)
+            self.folder.mkdir(parents=True, exist_ok=True)
+        raise ConfigError([f"{self.folder}: the folder keeps being replaced; try again"])
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor releases the flock
+            self._fd = None
+
+    def __enter__(self) -> SuiteLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def lock_holder(folder: Path) -> int | None:
+    """The pid holding a flock on `folder`, from /proc/locks (Linux), or None."""
+    try:
+        st = os.stat(folder)
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    exact = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    loose = None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6 or parts[1] == "->" or parts[1] != "FLOCK":
+            continue
+        pid, where = parts[4], parts[5]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if where == exact:
+            return int(pid)
+        if where.rsplit(":", 1)[-1] == str(st.st_ino):
+            loose = int(pid)  # overlay file systems report another device
+    return loose
+
 
 def resolve_run(path: Path) -> Path:
+    """A run folder as given, or a suite folder's latest run; else a ConfigError."""
     path = Path(path)
-    if (path / "manifest.json").is_file():
-        return path
-    run = latest_run(path)
+    try:
+        if (path / MANIFEST).is_file():
+            return path
+        run = latest_run(path)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read it ({e.strerror or type(e).__name__})") from None
     if run is None:
         raise ConfigError(
             f"{path}: not a gcbench run folder or suite folder "
@@ -139,20 +462,42 @@ def resolve_run(path: Path) -> Path:
     return run
 
 
-def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
+def load_results(path: str | os.PathLike[str], all_cells: bool = False) -> pd.DataFrame:
     """One row per cell and repetition, from a run folder or a suite folder (latest run).
 
-    Rows are sorted by cell id and repetition, so two runs of one suite compare row by row.
+    By default only the cells of the run's current grid (the latest `gcbench run`'s
+    suite); `all_cells=True` adds the cells of earlier grids still on disk. A cell file
+    that cannot be read back as written is left out with a `ResultsWarning` (`gcbench
+    run` sets it aside and runs the cell again). Rows are sorted by cell id and
+    repetition, so two runs of one suite compare row by row.
     """
     import pandas as pd
-    import pyarrow.parquet as pq
 
-    run = resolve_run(Path(path))
-    frames = [pq.read_table(p).to_pandas() for p in RunStore(run).cell_files()]
+    frames = [t.to_pandas() for t in read_cells(resolve_run(Path(path)), all_cells)]
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
     return df.sort_values(["cell_id", "repetition"], kind="stable").reset_index(drop=True)
+
+
+def read_cells(run: Path, all_cells: bool = False) -> list[pa.Table]:
+    """The readable cell tables of a run folder (see `load_results`)."""
+    store = RunStore(run)
+    grid = store.read_manifest().get("grid")
+    keep = None if all_cells or grid is None else set(grid)
+    tables = []
+    for p in store.cell_files():
+        if keep is not None and p.stem not in keep:
+            continue
+        try:
+            tables.append(read_cell(p))
+        except Unreadable as e:
+            warnings.warn(
+                f"{e}; left out (`gcbench run` sets it aside and runs the cell again)",
+                ResultsWarning,
+                stacklevel=3,
+            )
+    return tables
 
 
 def iter_traces(run: Path) -> Iterable[tuple[str, list[dict[str, Any]]]]:

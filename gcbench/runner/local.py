@@ -2,22 +2,125 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
+from collections.abc import Iterator
 from typing import Any
 
 from gcbench.errors import ConfigError
 
 LOOPBACK = "127.0.0.1"
+# How long reaching a cluster may take: the TCP connection to its address, then each
+# of Ray's own connection attempts (Ray's defaults retry for minutes).
+CONNECT_TIMEOUT_S = 5.0
+RAY_CONNECT_ENV = {
+    "RAY_gcs_server_port_wait_time_s": "2",  # attempts at the GCS, about 1 s apart
+    "RAY_py_gcs_connect_timeout_s": "3",
+    "RAY_gcs_rpc_server_connect_timeout_s": "2",
+    "RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S": "3",  # ray:// clients: 3 attempts
+    "RAY_CLIENT_MAX_CONNECTION_TIMEOUT_S": "3",
+}
+DEFAULT_PORTS = {"": 6379, "ray": 10001}
+
+
+def endpoint(address: str) -> tuple[str, int] | None:
+    """The (host, port) that a cluster address connects to first, or None where Ray
+    finds the cluster itself (`auto`, `local`, other schemes)."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "", address
+    if address in ("auto", "local") or scheme not in DEFAULT_PORTS:
+        return None
+    rest = rest.split("/", 1)[0]
+    host, port = rest, str(DEFAULT_PORTS[scheme])
+    if rest.startswith("["):  # [IPv6]:port
+        host, _, tail = rest[1:].partition("]")
+        if tail.startswith(":"):
+            port = tail[1:]
+    elif rest.count(":") == 1:
+        host, port = rest.split(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError([f"--address {address!r}: expected host:port or ray://host:port"])
+    return host, int(port)
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A ConfigError of one line, within about `timeout_s`, if nothing accepts a TCP
+    connection at the cluster address (name unknown, refused, unreachable, timed out)."""
+    target = endpoint(address)
+    if target is None:
+        return
+    host, port = target
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except socket.gaierror as e:
+        why = f"cannot resolve {host!r} ({e.strerror})"
+    except TimeoutError:
+        why = f"no answer from {host}:{port} within {timeout_s:g} s"
+    except OSError as e:
+        why = f"{host}:{port}: {e.strerror or e}"
+    else:
+        return
+    raise ConfigError([f"cannot connect to the Ray cluster at {address!r}: {why}"])
+
+
+@contextlib.contextmanager
+def _bounded_ray_connect() -> Iterator[list[str]]:
+    """Ray's connection attempts bounded to seconds (unless the environment sets them),
+    with what Ray's C++ core writes to stderr meanwhile held back: the yielded list gets
+    its lines; they are passed on if the connection succeeds and dropped (the caller says
+    what failed, in one line) if it fails."""
+    import tempfile
+
+    saved = {k: os.environ.get(k) for k in RAY_CONNECT_ENV}
+    for k, v in RAY_CONNECT_ENV.items():
+        os.environ.setdefault(k, v)
+    lines: list[str] = []
+    held = tempfile.TemporaryFile()
+    stderr = os.dup(2)
+    ok = False
+    try:
+        os.dup2(held.fileno(), 2)
+        yield lines
+        ok = True
+    finally:
+        os.dup2(stderr, 2)
+        os.close(stderr)
+        held.seek(0)
+        text = held.read()
+        held.close()
+        if ok:
+            os.write(2, text)
+        lines += text.decode(errors="replace").splitlines()
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
+
+
+def _ray_said(lines: list[str]) -> str | None:
+    """The reason in Ray's last connection warning, e.g. `RpcError: ... status: 404`."""
+    for line in reversed(lines):
+        if "Failed to get cluster ID from GCS server:" in line:
+            return line.split("Failed to get cluster ID from GCS server:", 1)[1].strip()
+        if "] " in line and " W " in line:
+            return line.split(": ", 1)[-1].strip()
+    return None
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
     """Connect to Ray; returns True if this call started (and so must stop) an instance.
 
-    An address (or RAY_ADDRESS) joins that cluster. Otherwise a local instance starts,
-    listening on 127.0.0.1 only, with no dashboard: Ray binds the machine's network
-    address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is in the environment of the start,
-    and an exposed, unauthenticated Ray port runs whatever anyone sends it.
+    An address (or RAY_ADDRESS) joins that cluster; one that cannot be reached is a
+    ConfigError of one line within seconds (`check_reachable`, then Ray's attempts
+    bounded by `RAY_CONNECT_ENV`). Otherwise a local instance starts, listening on
+    127.0.0.1 only, with no dashboard: Ray binds the machine's network address unless
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is in the environment of the start, and an
+    exposed, unauthenticated Ray port runs whatever anyone sends it.
     """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never phone home
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -25,28 +128,38 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
         # Ray reads this when it is first imported, so set it before `import ray`; the
         # explicit node address below covers a process that imported ray already.
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    import ray
+        import ray
 
-    if ray.is_initialized():
-        return False
-    if address:
-        try:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ConfigError(
+        if ray.is_initialized():
+            return False
+        ray.init(
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            dashboard_host=LOOPBACK,
+            _node_ip_address=LOOPBACK,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
+        return True
+    check_reachable(address)  # fail in seconds, not after Ray's minutes of retries
+    said: list[str] = []
+    try:
+        # Ray's C++ core reads its timeouts when ray is first imported: bound them first
+        with _bounded_ray_connect() as said:
+            import ray
+
+            if not ray.is_initialized():
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        why = _ray_said(said)
+        raise ConfigError(
+            [
                 f"cannot connect to the Ray cluster at {address!r}: {first}"
-            ) from None
-        return False
-    ray.init(
-        num_cpus=num_cpus,
-        include_dashboard=False,
-        dashboard_host=LOOPBACK,
-        _node_ip_address=LOOPBACK,
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
-    return True
+                + (f" ({why})" if why else "")
+            ]
+        ) from None
+    return False
 
 
 def cluster_info() -> dict[str, Any]:

@@ -2,11 +2,13 @@
 
 Tasks return plain rows; each finished cell is written at once (atomically) by
 `RunStore`, so an interrupted run loses at most the cells in flight, and a rerun
-continues with the cells that have no file yet (and those that failed).
+continues with the cells that have no file yet (and those that failed, and those whose
+file was damaged). One run at a time writes a suite's results (`SuiteLock`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -17,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import gcbench
-from gcbench.config import Cell, Suite, expand
+from gcbench.config import Cell, Suite, expand, matches
+from gcbench.files import check_writable
 from gcbench.results.schema import record
-from gcbench.results.store import RunStore
+from gcbench.results.store import RunStore, SuiteLock, Unreadable, read_cell
 from gcbench.runner.cell import execute_cell
 
 CellFn = Callable[[Cell, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]]
@@ -27,7 +30,7 @@ CellFn = Callable[[Cell, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 @dataclass
 class Progress:
-    total: int  # cells in this run, including those finished earlier
+    total: int  # cells of this session (the suite's, or those --only keeps), earlier ones too
     done: int = 0  # finished, earlier or now, ok or failed
     failed: int = 0
     skipped: int = 0  # finished in an earlier session of this run
@@ -45,12 +48,17 @@ class Progress:
 @dataclass
 class RunSummary:
     run_dir: Path
-    total: int
-    ok: int
-    failed: int
-    skipped: int
+    total: int  # cells this session was asked for: the suite's, or those --only keeps
+    ok: int  # ... that ran now and succeeded
+    failed: int  # ... that ran now and failed
+    skipped: int  # ... finished ok earlier
     resumed: bool
     failures: list[str] = field(default_factory=list)
+    set_aside: list[str] = field(default_factory=list)  # unreadable cell files, one line each
+    grid: int = 0  # cells of the run's grid (the whole suite, whatever --only kept)
+    pending: int = 0  # ... not run yet (or failed to be read and set aside, not rerun)
+    status: str = ""  # the manifest's status after this session
+    cells: dict[str, int] = field(default_factory=dict)  # the manifest's counts: the grid's
 
 
 def _now() -> str:
@@ -84,15 +92,66 @@ def _label(cell: Cell) -> str:
     )
 
 
-def _previously_failed(store: RunStore, ids: Iterable[str]) -> set[str]:
-    import pyarrow.parquet as pq
+def _scan(
+    store: RunStore, ids: Iterable[str], now: set[str]
+) -> tuple[dict[str, str], list[str]]:
+    """The status (`ok` or `failed`) of each of `ids` that has a cell file, and one line
+    per file that could not be read back as written: those are set aside (renamed) so
+    that their cells run again (in this session if in `now`). Rows of another results
+    format are a ConfigError."""
+    status: dict[str, str] = {}
+    set_aside: list[str] = []
+    checked = False
+    for cid in sorted(ids):
+        path = store.cell_path(cid)
+        try:
+            table = read_cell(path)
+        except Unreadable as e:
+            if not checked:  # renaming needs a writable run folder
+                check_writable(store.cells_dir, "--results")
+                checked = True
+            moved = store.set_aside(path)
+            when = "now" if cid in now else "with the next run that includes it"
+            set_aside.append(f"{e}: set aside as {moved.name}; the cell runs again {when}")
+            continue
+        ok = "status" in table.column_names and "ok" in table.column("status").to_pylist()
+        status[cid] = "ok" if ok else "failed"
+    return status, set_aside
 
-    out = set()
-    for cid in ids:
-        status = pq.read_table(store.cells_dir / f"{cid}.parquet", columns=["status"]).column(0)
-        if "ok" not in status.to_pylist():
-            out.add(cid)
-    return out
+
+def _counts(grid: list[str], status: dict[str, str]) -> dict[str, int]:
+    ok = sum(status.get(c) == "ok" for c in grid)
+    failed = sum(status.get(c) == "failed" for c in grid)
+    return {"total": len(grid), "ok": ok, "failed": failed, "pending": len(grid) - ok - failed}
+
+
+def _status(counts: dict[str, int]) -> str:
+    """A run's status once a session ends: `incomplete` while cells of its grid have not
+    run (an --only session), else `failed` if some failed, else `finished`."""
+    if counts["pending"]:
+        return "incomplete"
+    return "failed" if counts["failed"] else "finished"
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """Create `folder` and its missing parents (after checking that they can be written);
+    returns the folders made, outermost first, so that a run that fails to start can
+    remove them again."""
+    try:
+        if folder.is_dir():
+            return []
+    except OSError:  # a name too long, say: check_writable says which
+        pass
+    check_writable(folder, "--results")
+    made = []
+    for parent in reversed([folder, *folder.parents]):
+        if not parent.exists():
+            try:
+                parent.mkdir()
+            except FileExistsError:  # another run made it meanwhile: it is not ours
+                continue
+            made.append(parent)
+    return made
 
 
 def run_suite(
@@ -107,43 +166,129 @@ def run_suite(
     progress: Callable[[Progress], None] | None = None,
     cell_fn: CellFn = execute_cell,
     suite_file: str | None = None,
+    wait: bool = False,
+    on_wait: Callable[[str], None] | None = None,
 ) -> RunSummary:
-    """Run every cell of `suite` not finished yet; returns counts and the run folder.
+    """Run every cell of `suite` (or those `only` keeps) not finished yet; returns counts
+    and the run folder.
+
+    The suite's results folder is locked for the whole session (`SuiteLock`): a second
+    run on it is a ConfigError naming the holder, or with `wait` waits for it. The run's
+    manifest describes the whole suite, whatever `only` keeps: its `grid` (every cell id
+    of the suite: what `load_results` and the report show), counts and status. A cell
+    file that cannot be read is set aside and the cell runs again (`RunSummary.set_aside`).
+    A run with nothing left to do writes nothing (the manifest only if it changed) and
+    starts no Ray; otherwise the results folder is checked to be writable before Ray
+    starts.
 
     Starts a local Ray instance unless one is running or an address is given. At most
     `concurrency` cells (default: the cluster's CPUs) run at once. A cell that raises
     becomes rows with `status=failed`; the run goes on. Ctrl-C cancels the cells in
     flight and re-raises KeyboardInterrupt once the manifest says `interrupted`.
     """
+    grid = expand(suite)
+    filters = [dict(f) for f in only]
+    selected = [c for c in grid if all(matches(c.flat(), f) for f in filters)]
+    suite_dir = Path(results) / suite.name
+    made = _make_folder(suite_dir)
+    lock = SuiteLock(suite_dir, wait=wait, on_wait=on_wait)
+    lock.acquire()  # if another run holds it, the folder is that run's: leave it
+    try:
+        return _run_locked(
+            suite,
+            Path(results),
+            grid,
+            selected,
+            filters,
+            fresh=fresh,
+            address=address,
+            concurrency=concurrency,
+            num_cpus=num_cpus,
+            progress=progress,
+            cell_fn=cell_fn,
+            suite_file=suite_file,
+        )
+    except BaseException:
+        for folder in reversed(made):  # a run that did not start leaves nothing
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    finally:
+        lock.release()
+
+
+def _run_locked(
+    suite: Suite,
+    results: Path,
+    grid: list[Cell],
+    selected: list[Cell],
+    filters: list[dict[str, Any]],
+    *,
+    fresh: bool,
+    address: str | None,
+    concurrency: int | None,
+    num_cpus: int | None,
+    progress: Callable[[Progress], None] | None,
+    cell_fn: CellFn,
+    suite_file: str | None,
+) -> RunSummary:
     from gcbench.runner.local import cluster_info, connect
 
-    cells = expand(suite, only)
-    store, resumed = RunStore.open(Path(results), suite.name, fresh=fresh)
-    wanted = {c.id for c in cells}
-    finished = store.finished() & wanted
-    retry = _previously_failed(store, finished)
-    todo = [c for c in cells if c.id not in finished or c.id in retry]
-    state = Progress(total=len(cells), done=len(cells) - len(todo), skipped=len(cells) - len(todo))
-
+    store, resumed = RunStore.open(results, suite.name, fresh=fresh)
     manifest = store.read_manifest() or {"started_at": _now(), "sessions": 0}
-    if not todo:  # nothing left to run: no need to start Ray
-        manifest.update(status="finished", cells={"total": len(cells), "failed": 0})
-        store.write_manifest(manifest)
-        return RunSummary(store.path, len(cells), 0, 0, state.skipped, resumed)
+    grid_ids = [c.id for c in grid]
+    status, set_aside = _scan(store, set(grid_ids) & store.finished(), {c.id for c in selected})
+    todo = [c for c in selected if status.get(c.id) != "ok"]
+    skipped = len(selected) - len(todo)
+    state = Progress(total=len(selected), done=skipped, skipped=skipped)
+    described = {
+        "suite": suite.name,
+        "description": suite.description,
+        "suite_hash": suite.digest(),
+        "suite_file": suite_file,
+        "grid": grid_ids,
+    }
+
+    def summary(ok: int = 0, failures: list[str] | None = None) -> RunSummary:
+        failures = failures or []
+        return RunSummary(
+            store.path,
+            len(selected),
+            ok,
+            len(failures),
+            skipped,
+            resumed,
+            failures,
+            set_aside,
+            len(grid_ids),
+            _counts(grid_ids, status)["pending"],
+            manifest.get("status", ""),
+            _counts(grid_ids, status),
+        )
+
+    if not todo:  # nothing left to run: no Ray, and no write unless the run changed
+        counts = _counts(grid_ids, status)
+        done = {**described, "cells": counts, "status": _status(counts)}
+        if any(manifest.get(k) != v for k, v in done.items()):
+            check_writable(store.path, "--results")
+            manifest.update(done)
+            store.write_manifest(manifest)
+        return summary()
+    check_writable(store.path, "--results")  # before Ray starts
     started_here = connect(address, num_cpus=num_cpus)
     import ray
 
     info = cluster_info()
     manifest.update(
-        suite=suite.name,
-        suite_hash=suite.digest(),
-        suite_file=suite_file,
+        described,
         gcbench_version=gcbench.__version__,
         versions={"python": platform.python_version(), "ray": ray.__version__},
         cluster=info,
         status="running",
         sessions=manifest.get("sessions", 0) + 1,
-        cells={"total": len(cells)},
+        cells=_counts(grid_ids, status),
+        only=filters,
+        last_session={"cells": len(todo)},
     )
     store.write_manifest(manifest)
 
@@ -168,6 +313,7 @@ def run_suite(
                 rows, spans, error = _collect(ref, cell, suite.repetitions)
                 rows = [_record(cell, r, store, suite, error) for r in rows]
                 store.write_cell(cell.id, rows, spans)
+                status[cell.id] = "ok" if error is None else "failed"
                 state.done += 1
                 if error is None:
                     ok += 1
@@ -179,7 +325,9 @@ def run_suite(
             if progress:
                 progress(state)
     except BaseException:
-        manifest.update(status="interrupted", interrupted_at=_now())
+        manifest.update(
+            status="interrupted", interrupted_at=_now(), cells=_counts(grid_ids, status)
+        )
         store.write_manifest(manifest)
         if started_here:
             # Shutting down our own Ray ends its workers; cancelling first races with
@@ -190,15 +338,17 @@ def run_suite(
             for ref in in_flight:
                 ray.cancel(ref, force=True)
         raise
+    counts = _counts(grid_ids, status)
     manifest.update(
-        status="finished" if not failures else "failed",
+        status=_status(counts),
         finished_at=_now(),
-        cells={"total": len(cells), "failed": state.failed},
+        cells=counts,
+        last_session={"cells": len(todo), "ok": ok, "failed": len(failures)},
     )
     store.write_manifest(manifest)
     if started_here:
         ray.shutdown()
-    return RunSummary(store.path, len(cells), ok, state.failed, state.skipped, resumed, failures)
+    return summary(ok, failures)
 
 
 def _collect(
