@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +66,15 @@ def _main(
     _state["debug"] = debug
 
 
+# Both `run` and `validate` refuse a grid larger than this before expanding it.
+_MAX_CELLS = typer.Option(
+    "--max-cells",
+    min=1,
+    help="Refuse a suite whose grid has more points than this (counted from the axis "
+    "lengths, before anything is expanded; 10^6 cells take about 1.3 GB and 20 s).",
+)
+
+
 @app.command()
 def run(
     suite: Annotated[Path, typer.Argument(help="Suite file, e.g. suites/smoke.yaml.")],
@@ -100,24 +110,48 @@ def run(
     report: Annotated[
         bool, typer.Option(help="Write the HTML report when the run finishes.")
     ] = True,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="If another run is writing this suite's results, wait for it to end "
+            "(default: say which process and exit 2).",
+        ),
+    ] = False,
+    max_cells: Annotated[int, _MAX_CELLS] = 1_000_000,
 ) -> None:
     """Run a suite's cells on Ray (continuing its latest run), then write its report.
 
     Finished cells are written one by one to <results>/<suite>/<run-id>/cells/; run the
-    same command again after a crash or Ctrl-C and only the missing (or failed) cells run.
+    same command again after a crash or Ctrl-C and only the missing (or failed) cells run
+    (and those whose file was damaged: it is set aside). One run at a time writes a
+    suite's results. The run's manifest and report describe the whole suite, whatever
+    --only keeps. A run with nothing left to do writes nothing.
     Exit code: 0 all cells ok, 1 some cells failed, 2 bad input, 130 interrupted.
     """
-    from gcbench.config import expand, load_suite, parse_only
+    from gcbench.config import load_suite, parse_only
 
     with _errors():
         s = load_suite(suite)
         filters = parse_only(only or [])
-        if not expand(s, filters):
-            raise ConfigError(f"{suite}: no cells left after include/exclude/--only filters")
+        _expand(suite, s, filters, max_cells)
+        if report:
+            from gcbench.files import check_writable
+
+            check_writable(reports / s.name, "--reports")
     from gcbench.runner import run_suite
 
     summary = None
-    with _errors(), _progress_bar(s.name) as on_progress:
+    with _errors(), contextlib.ExitStack() as stack:
+        bar: list[Any] = []
+
+        def on_progress(p: Any) -> None:
+            # the bar starts with the first cell, so that a run refused before (a lock,
+            # a folder, an address) prints its error line alone
+            if not bar:
+                bar.append(stack.enter_context(_progress_bar(s.name)))
+            bar[0](p)
+
         try:
             summary = run_suite(
                 s,
@@ -129,6 +163,8 @@ def run(
                 num_cpus=num_cpus,
                 progress=on_progress,
                 suite_file=str(suite),
+                wait=wait,
+                on_wait=lambda line: typer.echo(line, err=True),
             )
         except KeyboardInterrupt:
             if _state["debug"]:
@@ -143,54 +179,158 @@ def run(
         f"{summary.total} cells: {summary.ok} ok now, {summary.failed} failed, "
         f"{summary.skipped} finished earlier ({'continued' if summary.resumed else 'new'} run)"
     )
+    if summary.grid != summary.total:  # an --only session: the whole run, too
+        c = summary.cells
+        typer.echo(
+            f"the run ({summary.status}): {c['total']} cells, {c['ok']} ok, {c['failed']} "
+            f"failed, {c['pending']} not run yet"
+        )
     typer.echo(f"results: {summary.run_dir}")
+    for line in summary.set_aside:
+        typer.echo(f"warning: {line}", err=True)
     for line in summary.failures[:20]:
         _err(f"cell failed: {line}")
     if report:
         from gcbench.report import write_report
 
-        index = write_report(summary.run_dir, reports / s.name)
+        with _errors(), _results_warnings():
+            index = write_report(summary.run_dir, reports / s.name)
         typer.echo(f"report: {index}")
     if summary.failed:
         raise typer.Exit(1)
 
 
 @contextlib.contextmanager
-def _progress_bar(name: str) -> Iterator[Any]:
-    """A rich progress bar fed by the runner's progress callback (done/total, failures,
-    elapsed, the runner's ETA, the cell that just finished)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+def _progress_bar(name: str, console: Any = None) -> Iterator[Any]:
+    """A progress line fed by the runner's progress callback: done/total, failures,
+    elapsed, the runner's ETA and the cell that just finished (`_live_line`)."""
+    with _live_line(name, console) as set_fields:
 
-    bar = Progress(
-        TextColumn(f"[bold]{name}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed · {task.fields[clock]}"),
-        TextColumn("{task.fields[last]}"),
-        console=Console(stderr=True),
-    )
-    task = None
+        def update(p: Any) -> None:
+            eta = "eta --" if p.eta_s is None else f"eta {_duration(p.eta_s)}"
+            set_fields(
+                p.done,
+                p.total,
+                failed=p.failed,
+                clock=f"{_duration(p.elapsed_s)} {eta}",
+                last=p.last or "",
+            )
 
-    def update(p: Any) -> None:
-        nonlocal task
-        eta = "eta --" if p.eta_s is None else f"eta {_duration(p.eta_s)}"
-        fields = {
-            "failed": p.failed,
-            "clock": f"{_duration(p.elapsed_s)} {eta}",
-            "last": p.last or "",
-        }
-        if task is None:
-            task = bar.add_task(name, total=p.total, completed=p.done, **fields)
-        bar.update(task, completed=p.done, **fields)
-
-    with bar:
         yield update
+
+
+def _status_text(name: str, f: dict[str, Any], width: int) -> Any:
+    """One line of at most `width` cells: `name ━━━━ done/total · N failed · clock · last`.
+    Done/total always shows; what does not fit goes — the last cell first, then the bar,
+    the clock and the failures — and a long name or cell is cut with an ellipsis."""
+    from rich.text import Text
+
+    done, total = f.get("done", 0), f.get("total")
+    count = f"{done}/{'?' if total is None else total}"
+    label = Text(name)
+    label.truncate(max(8, width // 3), overflow="ellipsis")
+    line = Text()
+    line.append(label.plain, style="bold")
+    room = width - line.cell_len - 1 - len(count)
+    extras = []
+    for e in ([f"{f['failed']} failed"] if "failed" in f else []) + (
+        [f["clock"]] if f.get("clock") else []
+    ):
+        if room >= len(e) + 3:
+            extras.append(e)
+            room -= len(e) + 3
+    last = f.get("last") or ""
+    # the bar takes what the whole last cell leaves, else shares the room with it
+    spare = room - 1 - (Text(last).cell_len + 3 if last else 0)
+    bar = min(40, spare if spare >= 10 else (room - 1) // 2)
+    if bar >= 6:
+        filled = round(bar * min(done, total) / total) if total else 0
+        line.append(" ")
+        line.append("━" * filled, style="bar.finished" if filled == bar else "bar.complete")
+        line.append("━" * (bar - filled), style="bar.back")
+        room -= bar + 1
+    line.append(" ")
+    line.append(count, style="green")
+    for e in extras:
+        line.append(f" · {e}")
+    if last and room >= 6:
+        rest = Text(last)
+        rest.truncate(room - 3, overflow="ellipsis")
+        line.append(" · ")
+        line.append_text(rest)
+    line.no_wrap = True
+    return line
+
+
+@contextlib.contextmanager
+def _live_line(name: str, console: Any = None) -> Iterator[Any]:
+    """A one-line live display on stderr: `set_fields(done, total, **fields)` updates it.
+
+    The line fits the console (`_status_text`), so done/total stays visible at 80
+    columns and narrower. Ctrl-C stops the display before anything else prints (a SIGINT
+    handler while it runs), so its last state shows once, above the caller's message."""
+    import signal
+    import threading
+
+    from rich.console import Console
+    from rich.live import Live
+
+    console = console or Console(stderr=True)
+    fields: dict[str, Any] = {}
+
+    class Line:
+        def __rich__(self) -> Any:
+            return _status_text(name, fields, max(console.width - 1, 20))
+
+    live = Live(Line(), console=console, refresh_per_second=4, transient=False)
+
+    def set_fields(done: int, total: int, **more: Any) -> None:
+        fields.update(more, done=done, total=total)
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        with contextlib.suppress(Exception):
+            live.stop()
+        if callable(previous) and previous is not on_sigint:
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main_thread else None
+    if main_thread:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with live:
+            yield set_fields
+    finally:
+        if main_thread and signal.getsignal(signal.SIGINT) is on_sigint:
+            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
 
 
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     return f"{minutes}:{secs:02d}"
+
+
+def _expand(path: Path, suite: Any, only: list[Any], max_cells: int) -> Any:
+    """`config.expand_suite`, with a `warning:` line on stderr per filter that matched no
+    cell (before the error, when the filters left none)."""
+    from gcbench.config import NoCellsLeft, expand_suite, where
+
+    def warn(warnings: list[Any]) -> None:
+        for w in warnings:
+            if w.loc[0] == "--only":
+                typer.echo(f"warning: {w}", err=True)
+            else:
+                typer.echo(f"warning: {where(path, w.loc)}: {w.text} matches no cell", err=True)
+
+    try:
+        found = expand_suite(suite, only, max_cells, str(path))
+    except NoCellsLeft as e:
+        warn(e.warnings)
+        raise
+    warn(found.warnings)
+    return found
 
 
 @app.command()
@@ -203,12 +343,15 @@ def validate(
             help="Ray cluster-launcher file to check against Ray's schema (repeatable).",
         ),
     ] = None,
+    max_cells: Annotated[int, _MAX_CELLS] = 1_000_000,
 ) -> None:
     """Check suite files (and cluster files) without running anything.
 
-    Reports every mistake as file:line: path: message and exits 2 if there is one.
+    Reports every mistake as file:line: path: message and exits 2 if there is one: the
+    same mistakes `gcbench run` refuses (filters that leave no cell, a grid larger than
+    --max-cells). A filter that matches no cell is a warning.
     """
-    from gcbench.config import expand_counted, load_suite
+    from gcbench.config import load_suite
 
     if not suites and not cluster:
         _err("nothing to validate: give suite files and/or --cluster FILE")
@@ -217,9 +360,9 @@ def validate(
     for path in suites or []:
         try:
             s = load_suite(path)
-            cells, dropped = expand_counted(s)
-            typer.echo(f"ok: {path}: suite {s.name!r}, {len(cells)} cells")
-            for why, n in sorted(dropped.items()):
+            found = _expand(path, s, [], max_cells)
+            typer.echo(f"ok: {path}: suite {s.name!r}, {len(found.cells)} cells")
+            for why, n in sorted(found.dropped.items()):
                 typer.echo(f"  dropped {n} grid point{'s' if n > 1 else ''}: {why}")
         except ConfigError as e:
             problems += e.messages
@@ -253,18 +396,70 @@ def report(
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default: reports/<suite>).")
     ] = None,
+    all_cells: Annotated[
+        bool,
+        typer.Option(
+            "--all-cells",
+            help="Show every cell on disk, also those no longer in the suite's grid.",
+        ),
+    ] = False,
 ) -> None:
-    """Write the offline HTML report of a run: index.html plus plotly.min.js beside it."""
+    """Write the offline HTML report of a run: index.html plus plotly.min.js beside it.
+
+    Shows the cells of the suite as its latest `gcbench run` had it (--all-cells: every
+    cell of the run folder). A cell file that cannot be read is left out, with a warning.
+    """
     from gcbench.report import write_report
 
-    with _errors():
-        index = write_report(results_dir, out)
+    with _errors(), _results_warnings():
+        index = write_report(results_dir, out, all_cells=all_cells)
     typer.echo(f"report: {index}")
+
+
+@contextlib.contextmanager
+def _results_warnings() -> Iterator[None]:
+    """Print each `ResultsWarning` (a cell file left out) as one `warning:` line."""
+    import warnings
+
+    from gcbench.results.store import ResultsWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResultsWarning)
+        try:
+            yield
+        finally:
+            for w in caught:
+                if issubclass(w.category, ResultsWarning):
+                    typer.echo(f"warning: {w.message}", err=True)
+
+
+# Every --json output (and every JSON file the CLI writes) is strict JSON (RFC 8259): a
+# number that is not finite is written as the string "inf", "-inf" or "nan", never as the
+# bare Infinity/NaN that Python's json emits and other parsers reject.
+JSON_HELP = 'Machine-readable output (strict JSON; non-finite numbers as "inf", "-inf", "nan").'
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by "inf", "-inf" or "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _dumps(data: Any, indent: int | None = None, default: Any = None) -> str:
+    """Strict JSON text of `data` (see JSON_HELP)."""
+    if default is not None:  # objects json cannot write, as `default` renders them
+        data = json.loads(json.dumps(data, default=default))
+    return json.dumps(_finite(data), indent=indent, allow_nan=False)
 
 
 @app.command()
 def models(
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """List the zoo's models: default batch and sequence length, parameters, size."""
     from gcbench.zoo.catalog import MODELS
@@ -283,7 +478,7 @@ def models(
         for m in MODELS.values()
     ]
     if json_out:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(_dumps(rows, indent=2))
         return
     typer.echo(f"{'model':<17} {'batch':>5} {'seq':>5} {'params':>12} {'MiB':>9}  description")
     for r in rows:
@@ -347,7 +542,7 @@ def model(
         str,
         typer.Option("--device", help="Device-table entry: v100, a100, h100, rtx2080ti, t4, cpu."),
     ] = "v100",
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Show a zoo model's FLOP-based profile: parameters, fp32 size, forward, backward and
     update times on a device, and every gradient tensor in the order it becomes ready."""
@@ -369,7 +564,7 @@ def model(
     if json_out:
         out = to_json(p)
         out.update(params=p.numel, mib=p.numel * 4 / 2**20, backward_s=p.backward_s)
-        typer.echo(json.dumps(out, indent=1))
+        typer.echo(_dumps(out, indent=1))
         return
     _print_profile(p, p.numel)
 
@@ -402,10 +597,12 @@ def profile(
         _known_model(name)
         _positive(batch, "--batch")
         _positive(seq_len, "--seq-len")
+        _torch_device(torch_device)
         from gcbench.zoo.measure import measure_profile
         from gcbench.zoo.profile_io import write_profile
 
         target = out or Path("profiles") / f"{name}-{torch_device.replace(':', '')}.json"
+        _writable(target, "--out")
         with _iteration_bar(f"profile {name}") as tick:
             p = measure_profile(name, batch, seq_len, torch_device, warmup, iterations, tick)
         write_profile(p, target)
@@ -438,6 +635,12 @@ CLUSTER_FLAGS = {
     "summation_gbs": "--summation-gbs",
 }
 MODEL_FLAGS = {"name": "--model", "batch_size": "--batch", "seq_len": "--seq-len"}
+# Every strategy of config.strategies.STRATEGIES and its aliases (a test checks; spelt out
+# so that the CLI starts without importing the config package).
+STRATEGY_HELP = (
+    "fp32 (default), fp32-2level, fp16, allgather, allgather-2level (alias hitopkcomm), "
+    "allreduce, ps, byteps, byteps-compress, hipress, powersgd, acpsgd, covap."
+)
 
 
 @app.command()
@@ -450,9 +653,7 @@ def simulate(
         str | None,
         typer.Option(
             "--strategy",
-            help="fp32 (default), fp32-2level, fp16, allgather, allgather-2level (alias "
-            "hitopkcomm), allreduce, ps, byteps, byteps-compress, hipress, powersgd, acpsgd, "
-            "covap.",
+            help=STRATEGY_HELP,
             show_default=False,
         ),
     ] = None,
@@ -517,7 +718,7 @@ def simulate(
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Write a Chrome trace (Trace Event Format).")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Simulate one training iteration of a single cell and print its metrics: iteration
     time, throughput, scaling factor and the compute / compression / communication
@@ -562,18 +763,14 @@ def simulate(
                 }
             )
         except ValidationError as e:
-            named = {"model": "--model", "compressor": "--compressor", "strategy": "--strategy"}
-            lines = []
-            for err in e.errors():
-                loc = [str(x) for x in err["loc"]]
-                if not loc:  # a rule across fields: the strategy's pairs
-                    flag = "--strategy"
-                else:
-                    flag = named.get(loc[0]) or "--" + loc[-1].replace("_", "-")
-                    flag = {"--batch-size": "--batch", "--name": "--model"}.get(flag, flag)
-                lines.append(f"{flag}: {err['msg'].removeprefix('Value error, ')}")
-            raise ConfigError(lines) from None
-        from gcbench.sim.chrome import chrome_trace, symmetric_spans
+            raise ConfigError(
+                [
+                    f"{_cell_flag(err['loc'], err['msg'])}: "
+                    f"{err['msg'].removeprefix('Value error, ')}"
+                    for err in e.errors()
+                ]
+            ) from None
+        from gcbench.sim.chrome import chrome_trace, shown_note, symmetric_spans
         from gcbench.sim.costs import simulate_cell
 
         chosen = None
@@ -581,22 +778,28 @@ def simulate(
             from gcbench.sim.options import Option
 
             chosen = Option.parse(option)
+        if compressor is not None:
+            _compressor_used(compressor, cell, chosen)
+        if trace is not None:
+            _writable(trace, "--trace")
         result = simulate_cell(cell, chosen)
         if trace is not None:
             from gcbench.files import atomic_write
 
+            cl = cell.cluster
             data = chrome_trace(
-                symmetric_spans(result.spans, cell.cluster.machines, cell.cluster.gpus_per_machine),
-                cell.cluster.gpus_per_machine,
+                symmetric_spans(result.spans, cl.machines, cl.gpus_per_machine),
+                cl.gpus_per_machine,
+                machines=cl.machines,
             )
-            atomic_write(trace, json.dumps(data).encode())
+            atomic_write(trace, _dumps(data).encode())
     m = result.metrics
     if json_out:
         flat = cell.flat()
         if chosen is not None:
             flat["strategy"] = None  # replaced by the option
         out = {"cell": flat, "option": chosen.name if chosen else None, "metrics": m}
-        typer.echo(json.dumps(out, indent=1, default=str))
+        typer.echo(_dumps(out, indent=1, default=str))
         return
     unit = m["sample_unit"]
     how = f"option {chosen.name}" if chosen is not None else cell.strategy
@@ -619,7 +822,102 @@ def simulate(
         f"GPU · {m['buckets']} buckets"
     )
     if trace is not None:
-        typer.echo(f"trace: {trace}")
+        note = shown_note(cell.cluster.machines, cell.cluster.gpus_per_machine)
+        typer.echo(f"trace: {trace}" + (f" ({note})" if note else ""))
+
+
+def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:
+    """The `simulate` flag a Cell validation error at `loc` is about."""
+    parts = [str(x) for x in loc]
+    if not parts:
+        return "--strategy"  # a rule across fields: the strategy's pairs
+    tables = {"model": MODEL_FLAGS, "network": NETWORK_FLAGS, "cluster": CLUSTER_FLAGS}
+    if parts[0] not in tables:
+        return "--" + parts[0].replace("_", "-")  # compressor, strategy, fusion, device
+    flags = tables[parts[0]]
+    if len(parts) > 1 and parts[1] in flags:
+        return flags[parts[1]]
+    # a rule across one section's fields: the field its message names, else the section's
+    for field in sorted(flags, key=len, reverse=True):
+        if field in msg and field != "name":
+            return flags[field]
+    return {"model": "--model", "network": "--inter-gbps", "cluster": "--machines"}[parts[0]]
+
+
+def _compressor_used(given: str, cell: Any, option: Any) -> None:
+    """An explicit --compressor must be one the cell compresses with: a strategy without
+    a compressor runs with `none`, one with its own compressor with that kind, and an
+    option without compressed phases compresses nothing, so naming another compressor
+    would print its name over numbers it had no part in."""
+    from pydantic import TypeAdapter
+
+    from gcbench.compress.specs import CompressorSpec
+    from gcbench.config.strategies import STRATEGIES
+
+    spec = TypeAdapter(CompressorSpec).validate_python(given)  # valid: the cell took it
+    if option is not None:
+        if spec.kind != "none" and not option.compressed:
+            raise ConfigError(
+                [f"--compressor: option {option.name!r} compresses nothing; got {given}"]
+            )
+        return
+    if spec == cell.compressor:
+        return
+    info = STRATEGIES[cell.strategy]
+    if info.compressor == "none":
+        why = f"{cell.strategy} uses no compressor"
+    else:
+        why = f"{cell.strategy} uses its own compressor ({info.own})"
+    raise ConfigError([f"--compressor: {why}; got {given}"])
+
+
+def _writable(path: Path, flag: str) -> None:
+    """Check, before any work, that `atomic_write` can put a file at `path`: not a folder
+    or a special file (replacing /dev/null would be a disaster), no name too long, and a
+    writable folder (its nearest existing ancestor probed with a temporary file that is
+    removed at once). Raises ConfigError: one line naming `flag`."""
+    import os
+    import stat as stat_module
+    import tempfile
+
+    from gcbench.files import TMP_PREFIX
+
+    def fail(why: str) -> None:
+        raise ConfigError([f"{flag}: cannot write {path}: {why}"])
+
+    def stat(p: Path) -> os.stat_result | None:
+        try:
+            return p.stat()
+        except OSError:  # missing, or a name the file system refuses
+            return None
+
+    if not path.name:
+        fail("no file name")
+    folder = path.parent
+    while stat(folder) is None and folder != folder.parent:
+        folder = folder.parent
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    # atomic_write's temporary name: TMP_PREFIX + name + "." + 8 random characters
+    if len(os.fsencode(TMP_PREFIX + path.name)) + 9 > name_max or any(
+        len(os.fsencode(part)) > name_max for part in path.parts
+    ):
+        fail(f"a file name is too long (at most {name_max - len(TMP_PREFIX) - 9} bytes)")
+    st = stat(path)
+    if st is not None and stat_module.S_ISDIR(st.st_mode):
+        fail("it is a folder; give a file name")
+    if st is not None and not stat_module.S_ISREG(st.st_mode):
+        fail("it is not a regular file")
+    if not folder.is_dir():
+        fail(f"{folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        fail(f"{folder} is not writable ({e.strerror})")
 
 
 bench_app = typer.Typer(
@@ -628,22 +926,58 @@ bench_app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 
 
+# `bench compressors --sizes`: exponents of two, or element counts in the same range.
+SIZE_EXPONENTS = (10, 26)
+
+
 def _sizes(text: str) -> tuple[int, ...]:
-    """`10,12,26` (powers of two) or `1024,65536` (element counts)."""
+    """`10,12,26` (powers of two, 10..26) or `1024,65536` (element counts, 2^10..2^26)."""
+    lo, hi = SIZE_EXPONENTS
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise ConfigError([f"--sizes: expected comma-separated integers, got {text!r}"]) from None
-    if not values or any(v <= 0 for v in values):
-        raise ConfigError([f"--sizes: expected positive integers, got {text!r}"])
-    return tuple(2**v if v <= 40 else v for v in values)
+    if not values:
+        raise ConfigError([f"--sizes: expected comma-separated integers, got {text!r}"])
+    for v in values:
+        if not (lo <= v <= hi or 2**lo <= v <= 2**hi):
+            raise ConfigError(
+                [
+                    f"--sizes: {v} is neither a power of two {lo}..{hi} nor an element count "
+                    f"{2**lo}..{2**hi}"
+                ]
+            )
+    return tuple(2**v if v <= hi else v for v in values)
+
+
+def _torch_device(text: str) -> str:
+    """Check --torch-device (cpu, cuda or cuda:N) against this torch build and its GPUs."""
+    kind, sep, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (sep and (kind == "cpu" or not index.isdigit())):
+        raise ConfigError([f"--torch-device: must be cpu or cuda (cuda:N: GPU N), got {text!r}"])
+    if kind == "cpu":
+        return text
+    import torch
+
+    if not torch.cuda.is_available():
+        why = "torch here is a CPU build" if torch.version.cuda is None else "no GPU is visible"
+        raise ConfigError([f"--torch-device: no CUDA device for {text} ({why}); use cpu"])
+    count = torch.cuda.device_count()
+    if sep and int(index) >= count:
+        raise ConfigError(
+            [f"--torch-device: no {text}; torch sees {count} CUDA device(s), cuda:0..{count - 1}"]
+        )
+    return text
 
 
 @bench_app.command("compressors")
 def bench_compressors(
     sizes: Annotated[
         str,
-        typer.Option("--sizes", help="Powers of two (10..26) or element counts, comma-separated."),
+        typer.Option(
+            "--sizes",
+            help="Powers of two (10..26) or element counts (1024..67108864), comma-separated.",
+        ),
     ] = "10,12,14,16,18,20,22,24,26",
     only: Annotated[
         str, typer.Option("--only", help="Compressors to time, comma-separated (default: all).")
@@ -658,7 +992,7 @@ def bench_compressors(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the cost table (JSON).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Time every compressor's compress and decompress over tensor sizes (warm-up, median
     of interleaved repeats) and fit fixed + per-byte cost models, the table the simulator
@@ -674,6 +1008,8 @@ def bench_compressors(
             raise ConfigError(
                 [f"--only: unknown compressor {unknown[0]!r}; valid: {', '.join(known)}"]
             )
+        if out is not None:
+            _writable(out, "--out")
         if device is not None:
             from gcbench.zoo.devices import DEVICES
 
@@ -682,9 +1018,8 @@ def bench_compressors(
                 raise ConfigError([f"--device: unknown GPU {device!r}; valid: {gpus}"])
             table = gpu_table(device)
         else:
-            if torch_device.split(":")[0] not in ("cpu", "cuda"):
-                raise ConfigError([f"--torch-device must be cpu or cuda, got {torch_device!r}"])
             size_list = _sizes(sizes)
+            _torch_device(torch_device)
             with _iteration_bar("bench compressors") as tick:
                 done = [0]
                 total = len(chosen) * len(size_list)
@@ -698,9 +1033,9 @@ def bench_compressors(
         if out is not None:
             from gcbench.files import atomic_write
 
-            atomic_write(out, (json.dumps(data, indent=1) + "\n").encode())
+            atomic_write(out, (_dumps(data, indent=1) + "\n").encode())
     if json_out:
-        typer.echo(json.dumps(data, indent=1))
+        typer.echo(_dumps(data, indent=1))
         return
     typer.echo(f"{table.device}: {table.source}")
     typer.echo(f"{'compressor':<12} {'compress: fixed us + ns/MiB':>30} {'decompress':>26}")
@@ -715,28 +1050,15 @@ def bench_compressors(
 
 
 @contextlib.contextmanager
-def _iteration_bar(name: str) -> Iterator[Any]:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    bar = Progress(
-        TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True)
-    )
-    task = None
-
-    def tick(done: int, total: int) -> None:
-        nonlocal task
-        if task is None:
-            task = bar.add_task(name, total=total)
-        bar.update(task, completed=done)
-
-    with bar:
-        yield tick
+def _iteration_bar(name: str, console: Any = None) -> Iterator[Any]:
+    """A progress line (`_live_line`) fed by `tick(done, total)`."""
+    with _live_line(name, console) as set_fields:
+        yield set_fields
 
 
 @app.command()
 def compressors(
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """List compressor kinds with their parameters and properties (family, additive,
     splittable, rounds, data-dependent wire size), and the named presets."""
@@ -765,7 +1087,7 @@ def compressors(
     presets = {name: spec.model_dump() for name, spec in PRESETS.items()}
     if json_out:
         out = {"kinds": kinds, "properties": props, "presets": presets}
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(_dumps(out, indent=2))
         return
     typer.echo("kinds (parameters and defaults; on the command line: kind:param=value):")
     for k, params in kinds.items():
@@ -788,7 +1110,7 @@ def options(
     show_all: Annotated[
         bool, typer.Option("--all", help="List every option (with placements), not only paths.")
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """The compression-option space of ByteComp §4.2 for one compressor: every
     communication path (flat or hierarchical phases, compressed or not, forwarded or
@@ -814,7 +1136,7 @@ def options(
     props = {"compressor": kind, "additive": additive, "splittable": splittable}
     if json_out:
         typer.echo(
-            json.dumps(
+            _dumps(
                 {
                     **props,
                     "counts": n,
