@@ -19,6 +19,11 @@ Two methods, both printed by default (`--method`), each saying which it is:
   Q = Mᵀ P, M̂ = P Qᵀ), also interleaved. Issue #4's targets at 2^24: fp16 >= 0.4,
   efsignsgd >= 0.2, randomk (1%) >= 0.5, threelc >= 0.1.
 
+gcbench sets GOMP_SPINCOUNT=10000 unless it is set (`gcbench/__init__.py`): torch's
+OpenMP threads otherwise spin for milliseconds after the copy, holding the core that the
+compressors' numpy pool wants. `GOMP_SPINCOUNT=300000 python benchmarks/compressors.py`
+gives libgomp's default for comparison.
+
 On a shared 2-core host the copy (torch's two intra-op threads) is the figure most moved
 by other processes: when the other core is busy its second thread waits for a scheduler
 tick. The load average is printed before and after each table.
@@ -32,7 +37,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+# isort: off
+import gcbench  # noqa: F401 - first: sets GOMP_SPINCOUNT before torch loads (gcbench/__init__.py)
 import torch
+
+# isort: on
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -183,7 +192,10 @@ def main() -> None:
     parser.add_argument("--torch-device", default="cpu", help="the new method's device")
     args = parser.parse_args()
     chosen = args.only.split(",") if args.only else names()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs,"
+        f" GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')} (gcbench's default: 10000)"
+    )
     if args.method in ("both", "new"):
         new_method(chosen, args.exponent, args.pairs, args.torch_device)
     if args.method == "both":

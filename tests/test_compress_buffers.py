@@ -345,3 +345,25 @@ def test_every_kind_runs_on_cuda(name):
                     assert torch.allclose(got, t, rtol=1e-4, atol=1e-5), (name, k)
                 elif name != "dgc":  # its sample of magnitudes may tie differently
                     assert torch.equal(got, t), (name, k)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 7, chunks.ASUM_PIECE - 1, chunks.ASUM_PIECE + 3, 300_001])
+def test_abs_sum_matches_a_float64_reference_with_and_without_blas(monkeypatch, dtype, n):
+    """efsignsgd's Σ|x| per block: BLAS asum (in pieces, `chunks.abs_sum`) and the numpy
+    fallback both agree with an fp64 sum, to fp32 accumulation error."""
+    x = np.random.default_rng(n).standard_normal(n).astype(dtype)
+    want = float(np.abs(x.astype(np.float64)).sum())
+    rel = 1e-5 if dtype == np.float32 else 1e-12
+    blas = chunks.abs_sum(x)
+    monkeypatch.setattr(chunks, "_ASUM", {})  # no BLAS: the numpy route
+    plain = chunks.abs_sum(x)
+    assert blas == pytest.approx(want, rel=rel, abs=1e-30)
+    assert plain == pytest.approx(want, rel=rel, abs=1e-30)
+
+
+def test_abs_sum_finds_the_bundled_blas():
+    """numpy wheels bundle OpenBLAS: if this fails, efsignsgd silently takes the slower
+    numpy route (a speed regression, not a wrong result)."""
+    chunks.abs_sum(np.ones(8, np.float32))
+    assert chunks._ASUM and np.dtype(np.float32) in chunks._ASUM

@@ -137,3 +137,68 @@ def blocks(lo: int, hi: int, block: int | None = None) -> list[tuple[int, int]]:
     """[lo, hi) in blocks of `block` (default `BLOCK`) elements."""
     size = block or BLOCK
     return [(b, min(hi, b + size)) for b in range(lo, hi, size)]
+
+
+def _blas_asum() -> dict[np.dtype, Callable[[int, int], float]]:
+    """BLAS `sasum`/`dasum` (Σ|x| in one vectorised read) from the OpenBLAS that numpy
+    wheels bundle, through ctypes (which releases the GIL). numpy exposes dot but no
+    asum, and |x| then a dot with ones reads the block three times: 49 µs against 6 µs
+    for a 1.25 MiB block here. Empty where that library is absent (other numpy builds):
+    `abs_sum` then takes the numpy route."""
+    import ctypes
+    import glob
+
+    found: dict[np.dtype, Callable[[int, int], float]] = {}
+    wheel_libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    libs = glob.glob(os.path.join(wheel_libs, "*openblas*"))
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for dtype, ctype, names in (
+            (np.float32, ctypes.c_float, ("scipy_cblas_sasum64_", "cblas_sasum")),
+            (np.float64, ctypes.c_double, ("scipy_cblas_dasum64_", "cblas_dasum")),
+        ):
+            for name in names:
+                fn = getattr(lib, name, None)
+                if fn is None:
+                    continue
+                index = ctypes.c_int64 if name.endswith("64_") else ctypes.c_int
+                fn.restype = ctype
+                fn.argtypes = [index, ctypes.c_void_p, index]
+                found[np.dtype(dtype)] = _asum_call(fn)
+                break
+        if found:
+            break
+    return found
+
+
+def _asum_call(fn: Any) -> Callable[[int, int], float]:
+    def asum(n: int, ptr: int) -> float:
+        return float(fn(n, ptr, 1))
+
+    return asum
+
+
+_ASUM: dict[np.dtype, Callable[[int, int], float]] | None = None
+ASUM_PIECE = 2**16  # elements per BLAS asum call (see abs_sum)
+
+
+def abs_sum(block: np.ndarray) -> float:
+    """Σ|x| of a contiguous 1-D float block, accumulated as BLAS does (in the block's
+    precision, vectorised partial sums), or by numpy when no BLAS asum is found."""
+    global _ASUM
+    if _ASUM is None:
+        _ASUM = _blas_asum()
+    fn = _ASUM.get(block.dtype)
+    if fn is not None and block.flags.c_contiguous:
+        # In pieces of ASUM_PIECE: past ~2^17 elements OpenBLAS splits asum over threads
+        # of its own, which fight this pool's for the cores (2.5x slower here).
+        ptr, size, step = block.ctypes.data, block.size, ASUM_PIECE
+        return sum(
+            fn(min(step, size - i), ptr + i * block.itemsize) for i in range(0, size, step)
+        )
+    t = scratch("abs", block.size, block.dtype)
+    np.abs(block, out=t)
+    return float(t.sum(dtype=np.float64))

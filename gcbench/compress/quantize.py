@@ -483,30 +483,18 @@ class _Quantizer(Compressor):
         self._scratch.clear()
 
 
-_ONES: dict[np.dtype, np.ndarray] = {}
-
-
-def _ones(n: int, dtype: np.dtype) -> np.ndarray:
-    ones = _ONES.get(dtype)
-    if ones is None or ones.size < n:
-        ones = _ONES[dtype] = np.ones(max(n, chunks.BLOCK), dtype)
-        ones.flags.writeable = False
-    return ones[:n]
-
-
 def _np_signs(xn: np.ndarray, packed: np.ndarray, stats: str = "") -> list:
     """Sign bits of xn (x < 0; 1-D float16/32/64) packed into `packed` (⌈n/8⌉ bytes),
     chunk by chunk on the pool, and per chunk what `stats` asks for: "l1": Σ|x|
-    (float32 and float64 only), "onebit": (#(x < 0), Σ max(x, 0), Σ min(x, 0)). Sums are
-    taken per block of `chunks.BLOCK` elements in the input's precision (BLAS dot products
-    with ones or with the 0/1 masks, which select without cancelling) and added up in
-    float64."""
+    (float32 and float64 only; BLAS asum, `chunks.abs_sum`), "onebit": (#(x < 0),
+    Σ max(x, 0), Σ min(x, 0); BLAS dot products with the 0/1 masks, which select without
+    cancelling). Sums are taken per block of `chunks.BLOCK` elements in the input's
+    precision and added up in float64."""
 
     def chunk(lo: int, hi: int) -> tuple[float, float, float]:
         a = b = c = 0.0
         neg_buf = chunks.scratch("neg", chunks.BLOCK, np.bool_)
         t_buf = chunks.scratch("t", chunks.BLOCK, xn.dtype)
-        ones = _ones(chunks.BLOCK, xn.dtype)
         for b0, b1 in chunks.blocks(lo, hi):  # b0 is a multiple of 8
             blk = xn[b0:b1]
             m = b1 - b0
@@ -514,9 +502,7 @@ def _np_signs(xn: np.ndarray, packed: np.ndarray, stats: str = "") -> list:
             np.less(blk, 0, out=neg)
             packed[b0 // 8 : (b1 + 7) // 8] = np.packbits(neg, bitorder="little")
             if stats == "l1":
-                t = t_buf[:m]
-                np.abs(blk, out=t)
-                a += float(np.dot(t, ones[:m]))
+                a += chunks.abs_sum(blk)
             elif stats == "onebit":  # dot products with the 0/1 masks: exact selection
                 t = t_buf[:m]
                 a += int(np.count_nonzero(neg))
