@@ -639,7 +639,8 @@ MODEL_FLAGS = {"name": "--model", "batch_size": "--batch", "seq_len": "--seq-len
 # so that the CLI starts without importing the config package).
 STRATEGY_HELP = (
     "fp32 (default), fp32-2level, fp16, allgather, allgather-2level (alias hitopkcomm), "
-    "allreduce, ps, byteps, byteps-compress, hipress, powersgd, acpsgd, covap."
+    "allreduce, ps, byteps, byteps-compress, hipress, powersgd, acpsgd, covap; the "
+    "planner's: bytecomp, bytecomp-greedy, brute-force, upper-bound."
 )
 
 

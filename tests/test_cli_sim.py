@@ -383,13 +383,17 @@ def test_simulation_cost_does_not_grow_with_identical_machines():
     from gcbench.sim.costs import simulate_cell
 
     compressor = {"none": "none", "own": "none", "additive": "fp16", "any": "topk-1pct"}
+    planners = {"bytecomp", "bytecomp-greedy", "brute-force", "upper-bound"}
     for name, info in STRATEGIES.items():
         servers = 1 if info.servers == "required" else 0
+        # a planner's plan follows the cluster size (so may its spans); brute force
+        # takes models of at most 10 tensors
+        model = "tiny-mlp" if name in planners else "resnet50"
         results, peaks = [], []
         for machines in (2, 100_000):
             cell = Cell.model_validate(
                 {
-                    "model": "resnet50",
+                    "model": model,
                     "compressor": compressor[info.compressor],
                     "strategy": name,
                     "network": {"inter_gbps": 25},
@@ -401,7 +405,8 @@ def test_simulation_cost_does_not_grow_with_identical_machines():
             peaks.append(tracemalloc.get_traced_memory()[1])
             tracemalloc.stop()
         small, large = results
-        assert len(large.spans) <= len(small.spans), name  # hipress: fewer roots to rotate
+        if name not in planners:  # hipress: fewer roots to rotate
+            assert len(large.spans) <= len(small.spans), name
         assert peaks[1] < 2 * peaks[0] + 2**20, name
 
 
@@ -459,9 +464,14 @@ def test_simulate_help_lists_every_strategy():
     block = text[text.index("--strategy") : text.index("--option")]
     block = re.sub(r"-\s+", "-", " ".join(block.split()))  # undo wrapping at hyphens
     listed = set(re.findall(r"[a-z][a-z0-9-]*[a-z0-9]", block.removeprefix("--strategy")))
-    listed -= {"str", "default", "alias"}
+    listed -= {"str", "default", "alias", "the", "planner"}
     assert listed == set(STRATEGIES) | set(ALIASES)
-    named = set(re.findall(r"[a-z][a-z0-9-]*[a-z0-9]", STRATEGY_HELP)) - {"default", "alias"}
+    named = set(re.findall(r"[a-z][a-z0-9-]*[a-z0-9]", STRATEGY_HELP)) - {
+        "default",
+        "alias",
+        "the",
+        "planner",
+    }
     assert named == set(STRATEGIES) | set(ALIASES)
 
 

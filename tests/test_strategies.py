@@ -13,7 +13,7 @@ from gcbench.cli import CLUSTER_FLAGS, NETWORK_FLAGS, app
 from gcbench.compress.specs import ADDITIVE, KINDS, SPLITTABLE
 from gcbench.config import Cell, Cluster, Network, expand, load_suite
 from gcbench.config.grid import expand_counted
-from gcbench.config.strategies import STRATEGIES
+from gcbench.config.strategies import PLANNERS, STRATEGIES
 from gcbench.errors import ConfigError
 from gcbench.sim import simulate_cell
 from gcbench.sim.costs import cell_profile, costs_for, round_bytes
@@ -322,7 +322,7 @@ def test_simulate_has_a_flag_for_every_network_and_cluster_field():
 def test_the_strategies_suite_has_every_strategy_and_compressor():
     suite = load_suite(ROOT / "suites/strategies.yaml")
     cells, dropped = expand_counted(suite)
-    assert {c.strategy for c in cells} == set(STRATEGIES)
+    assert {c.strategy for c in cells} == set(STRATEGIES) - PLANNERS
     assert {c.compressor.kind for c in cells} == set(KINDS)
     assert dropped  # the crossing drops what does not pair
 
@@ -339,6 +339,8 @@ def valid(strategy: str) -> dict:
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 @pytest.mark.parametrize("model", ["resnet50", "bert-base"])
 def test_every_strategy_adds_up_and_is_deterministic(strategy, model):
+    if strategy == "brute-force":  # models of at most 10 tensors
+        model = {"resnet50": "tiny-mlp", "bert-base": "tiny-cnn"}[model]
     c = cell(model=model, **valid(strategy))
     r = simulate_cell(c)
     m = r.metrics

@@ -231,6 +231,10 @@ StrategyName = Literal[
     "powersgd",
     "acpsgd",
     "covap",
+    "bytecomp-greedy",
+    "bytecomp",
+    "brute-force",
+    "upper-bound",
 ]
 assert set(StrategyName.__args__) == set(STRATEGIES)  # type: ignore[attr-defined]
 Strategy = Annotated[StrategyName, BeforeValidator(_canonical_strategy)]

@@ -77,7 +77,30 @@ STRATEGIES: dict[str, StrategyInfo] = {
     "covap": StrategyInfo(
         "COVAP: each step allreduces the shards its interval selects", "own", "covap"
     ),
+    "bytecomp-greedy": StrategyInfo(
+        "ByteComp's Algorithm 1: per tensor, the option of fp32, fp32-2level, fp16, "
+        "allgather and allgather-2level that the simulator times fastest",
+        "any",
+    ),
+    "bytecomp": StrategyInfo(
+        "ByteComp: the best of its Algorithm 1 plan and the uniform strategies inside its "
+        "space",
+        "any",
+    ),
+    "brute-force": StrategyInfo(
+        "the fastest assignment of none, fp16, allgather and allgather-2level to every "
+        "tensor (models of at most 10 tensors)",
+        "any",
+    ),
+    "upper-bound": StrategyInfo(
+        "bytecomp's plan (or a re-plan) with compression costing nothing: a bound, not a "
+        "strategy one can run",
+        "any",
+    ),
 }
+# The planner's strategies (`gcbench.plan`): each cell runs a search of its own, so the
+# `strategies` suite (the baselines the papers compare) leaves them to the planner suites.
+PLANNERS = frozenset({"bytecomp-greedy", "bytecomp", "brute-force", "upper-bound"})
 ALIASES = {"hitopkcomm": "allgather-2level"}  # HiTopKComm (ByteComp §5)
 # Compressors that are whole strategies: PowerSGD sums P before computing Q (two rounds),
 # ACP-SGD alternates P and Q, COVAP selects buckets per step. They run under their own

@@ -189,7 +189,7 @@ def simulate_cell(cell: Cell, option: Option | None = None) -> SimResult:
         steps = BUILDERS[cell.strategy](cell, profile, costs)
     results = [simulate(profile, s.costs, s.plan, keep_jobs=i == 0) for i, s in enumerate(steps)]
     metrics = period_mean(profile, [r.metrics for r in results], [s.weight for s in steps])
-    metrics["planner_s"] = 0.0
+    metrics["planner_s"] = steps[0].planner_s
     return SimResult(metrics, results[0].spans())
 
 

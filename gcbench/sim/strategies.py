@@ -45,6 +45,7 @@ class Step:
     plan: Plan
     costs: Costs
     weight: float = 1.0
+    planner_s: float = 0.0  # wall time of the planner that made this plan (gcbench.plan)
 
 
 Builder = Callable[[Cell, ModelProfile, Costs], list[Step]]
@@ -163,3 +164,32 @@ def _hipress(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
         }
         options.append(min(estimate, key=lambda o: (estimate[o], o is HIPRESS_COMPRESSED)))
     return [Step(Plan(buckets, options, elements), costs)]
+
+
+# The planner's strategies (`gcbench.plan.strategies`), imported when first used.
+@register("bytecomp-greedy")
+def _bytecomp_greedy(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
+    from gcbench.plan.strategies import bytecomp_greedy
+
+    return bytecomp_greedy(cell, profile, costs)
+
+
+@register("bytecomp")
+def _bytecomp(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
+    from gcbench.plan.strategies import bytecomp
+
+    return bytecomp(cell, profile, costs)
+
+
+@register("upper-bound")
+def _upper_bound(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
+    from gcbench.plan.strategies import upper_bound
+
+    return upper_bound(cell, profile, costs)
+
+
+@register("brute-force")
+def _brute_force(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
+    from gcbench.plan.strategies import brute_force
+
+    return brute_force(cell, profile, costs)

@@ -1,0 +1,68 @@
+"""Brute force: every assignment of a small option set to every tensor (issue #13), to
+measure how far Algorithm 1 lands from the optimum. |space|^tensors simulations: for
+small models only (`MAX_CANDIDATES`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gcbench.errors import PlanError
+from gcbench.plan.greedy import NONE, fused_plan
+from gcbench.sim.iteration import Costs, Plan, simulate
+from gcbench.sim.options import PRESETS, Option
+from gcbench.zoo.profile import ModelProfile
+
+# ByteComp's option set for the brute-force comparison (issue #13): none, fp16, allgather,
+# and HiTopKComm (allgather-2level).
+BRUTE_SPACE: tuple[Option, ...] = (
+    NONE,
+    PRESETS["fp16"],
+    PRESETS["allgather"],
+    PRESETS["allgather-2level"],
+)
+MAX_CANDIDATES = 2**20  # assignments simulated at most (4 options: 10 tensors)
+
+
+@dataclass
+class Optimum:
+    options: list[Option]
+    plan: Plan
+    iteration_s: float
+    simulations: int
+
+
+def brute_force(
+    profile: ModelProfile,
+    costs: Costs,
+    space: Sequence[Option] = BRUTE_SPACE,
+    fusion: str = "ddp",
+) -> Optimum:
+    """The fastest assignment of `space`'s options to the tensors (the first in
+    `itertools.product` order on a tie)."""
+    n = len(profile.tensors)
+    most = _max_tensors(len(space))
+    if n > most:
+        raise PlanError(
+            f"brute force over {len(space)} options and {n} tensors is more than "
+            f"{MAX_CANDIDATES:,} plans; it takes a model of at most {most} tensors"
+        )
+    total = len(space) ** n
+    best: Optimum | None = None
+    for combo in itertools.product(space, repeat=n):
+        options = list(combo)
+        plan = fused_plan(profile, options, fusion)
+        s = simulate(profile, costs, plan, keep_jobs=False).iteration_s
+        if best is None or s < best.iteration_s:
+            best = Optimum(options, plan, s, 0)
+    assert best is not None
+    best.simulations = total
+    return best
+
+
+def _max_tensors(options: int) -> int:
+    n = 0
+    while options ** (n + 1) <= MAX_CANDIDATES:
+        n += 1
+    return n

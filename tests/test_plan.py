@@ -1,0 +1,208 @@
+"""The planner (`gcbench.plan`): fusion of per-tensor options, bubble detection, Algorithm 1,
+brute force, and the planner strategies end to end through `simulate_cell`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+
+from gcbench.config import Cell
+from gcbench.errors import PlanError
+from gcbench.plan.brute import BRUTE_SPACE, brute_force
+from gcbench.plan.greedy import DEFAULT_SPACE, NONE, before_bubbles, fused_plan, greedy, order
+from gcbench.plan.strategies import UNIFORM, free_compression
+from gcbench.sim import simulate_cell
+from gcbench.sim.costs import cell_profile, costs_for
+from gcbench.sim.iteration import Plan, fuse, simulate
+from gcbench.sim.options import PRESETS
+from gcbench.zoo.profile import ModelProfile, TensorProfile
+
+
+def cell(**kw) -> Cell:
+    data = {
+        "model": "resnet50",
+        "compressor": "dgc",
+        "network": {"inter_gbps": 25},
+        "cluster": {"machines": 4, "gpus_per_machine": 8},
+        "strategy": "bytecomp",
+    }
+    data.update(kw)
+    return Cell.model_validate(data)
+
+
+def toy(sizes: list[int], backward_s: list[float] | None = None) -> ModelProfile:
+    """A profile of len(sizes) tensors (gradient order), for hand-made instances."""
+    backward_s = backward_s or [1e-3] * len(sizes)
+    tensors = [
+        TensorProfile(f"t{i}", (n,), n, f"layer{i}", b)
+        for i, (n, b) in enumerate(zip(sizes, backward_s, strict=True))
+    ]
+    base = cell_profile(cell(model="tiny-mlp"))
+    return replace(base, name="toy", tensors=tensors)
+
+
+# --- fusion --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["tiny-cnn", "resnet50", "bert-base", "lstm"])
+@pytest.mark.parametrize("fusion", ["ddp", "tensor", "fixed:4000000"])
+def test_one_option_everywhere_fuses_like_the_fusion_policy(model, fusion):
+    profile = cell_profile(cell(model=model))
+    n = len(profile.tensors)
+    for option in UNIFORM:
+        plan = fused_plan(profile, [option] * n, fusion)
+        assert plan.buckets == fuse(profile, fusion)
+        assert plan.options == [option] * len(plan.buckets)
+
+
+def test_a_bucket_never_mixes_options_and_keeps_gradient_order():
+    profile = cell_profile(cell(model="bert-base"))
+    n = len(profile.tensors)
+    opts = [UNIFORM[(i // 3) % len(UNIFORM)] for i in range(n)]  # runs of three
+    plan = fused_plan(profile, opts)
+    assert [i for b in plan.buckets for i in b] == list(range(n))
+    for bucket, option in zip(plan.buckets, plan.options, strict=True):
+        assert {opts[i] for i in bucket} == {option}
+    # runs of three small tensors fit one DDP bucket: the bucket count is the run count
+    runs = 1 + sum(opts[i] != opts[i - 1] for i in range(1, n))
+    assert len(plan.buckets) >= runs
+
+
+# --- Remove: tensors communicated before a bubble ----------------------------------------
+
+
+@dataclass
+class _Job:
+    name: str
+    start_s: float
+    end_s: float
+    kind: str = "comm"
+
+
+def test_before_bubbles_marks_buckets_ending_before_the_last_gap():
+    plan = Plan([[0, 1], [2], [3], [4]], [NONE] * 4)
+    jobs = [
+        _Job("bucket 0 flat:ar", 0.0, 1.0),
+        _Job("bucket 1 flat:ar", 1.5, 2.0),  # gap: bucket 0 before a bubble
+        _Job("bucket 2 flat:ar", 2.0, 2.5),  # back to back: no gap
+        _Job("bucket 3 flat:ar", 3.0, 4.0),  # gap: buckets 1 and 2 before a bubble
+        _Job("bucket 3 flat:ar", 0.0, 9.0, kind="backward"),  # not communication
+    ]
+    assert before_bubbles(plan, jobs) == {0, 1, 2, 3}
+    assert before_bubbles(plan, jobs[1:3]) == set()  # no gap at all
+    overlapping = [_Job("bucket 0 x", 0.0, 2.0), _Job("bucket 1 x", 1.0, 3.0)]
+    assert before_bubbles(plan, overlapping) == set()
+
+
+def test_greedy_never_tries_tensors_before_bubbles_while_uncompressed():
+    """A fast network and slow backward: every bucket's communication ends before the next
+    is ready, so Remove rules out every tensor but the last before the first decision
+    (Property #1): Algorithm 1 simulates the initial strategy, then the last tensor's
+    options only."""
+    profile = toy([2**20] * 4, [50e-3] * 4)
+    costs = costs_for(cell(network={"inter_gbps": 400}))
+    g = greedy(profile, costs, fusion="tensor")
+    assert g.removed == [0, 1, 2]  # the last bucket is followed by no bubble
+    assert g.simulations == 1 + len(DEFAULT_SPACE)
+    assert g.options[:3] == [NONE] * 3
+
+
+# --- Algorithm 1 ---------------------------------------------------------------------------
+
+
+def test_order_is_size_descending_then_nearest_the_output():
+    profile = toy([5, 9, 5, 9, 1])
+    assert order(profile) == [1, 3, 0, 2, 4]
+
+
+@pytest.mark.parametrize("buckets", [False, True])
+def test_greedy_is_deterministic_and_its_time_is_its_plans(buckets):
+    c = cell(model="resnet50", network={"inter_gbps": 10})
+    profile, costs = cell_profile(c), costs_for(c)
+    a = greedy(profile, costs, buckets=buckets)
+    b = greedy(profile, costs, buckets=buckets)
+    assert a.options == b.options and a.plan == b.plan
+    assert a.iteration_s == simulate(profile, costs, a.plan).iteration_s
+    assert a.plan == fused_plan(profile, a.options)
+    start = simulate(profile, costs, fused_plan(profile, [NONE] * len(profile.tensors)))
+    assert a.iteration_s <= start.iteration_s
+
+
+def test_bucket_candidates_escape_the_split_bucket_trap():
+    """tiny-cnn's tensors share one DDP bucket: compressing one alone splits it, so the
+    paper's one-tensor GetBestOption keeps fp32; trying the whole bucket finds the
+    compressed plan."""
+    c = cell(model="tiny-cnn", compressor="randomk", cluster={"machines": 8})
+    profile, costs = cell_profile(c), costs_for(c)
+    alone = greedy(profile, costs)
+    whole = greedy(profile, costs, buckets=True)
+    assert alone.options == [NONE] * len(profile.tensors)
+    assert whole.iteration_s < alone.iteration_s / 2
+    assert whole.iteration_s <= min(
+        simulate(profile, costs, Plan.uniform(fuse(profile, "ddp"), o)).iteration_s
+        for o in UNIFORM
+    )
+
+
+# --- brute force ---------------------------------------------------------------------------
+
+
+def test_brute_force_is_at_least_as_good_as_the_greedy_and_every_uniform_plan():
+    c = cell(model="tiny-mlp", network={"inter_gbps": 10}, cluster={"machines": 2})
+    profile, costs = cell_profile(c), costs_for(c)
+    best = brute_force(profile, costs)
+    assert best.simulations == len(BRUTE_SPACE) ** len(profile.tensors)
+    g = greedy(profile, costs, space=BRUTE_SPACE[1:], buckets=True)
+    assert best.iteration_s <= g.iteration_s
+    for o in BRUTE_SPACE:
+        uniform = fused_plan(profile, [o] * len(profile.tensors))
+        assert best.iteration_s <= simulate(profile, costs, uniform).iteration_s
+    assert best.iteration_s == simulate(profile, costs, best.plan).iteration_s
+
+
+def test_brute_force_refuses_large_models():
+    c = cell(model="resnet50")
+    with pytest.raises(PlanError, match="at most 10 tensors"):
+        brute_force(cell_profile(c), costs_for(c))
+
+
+# --- the strategies through simulate_cell ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model,gbps,machines",
+    [("tiny-cnn", 10, 8), ("resnet50", 10, 4), ("vgg16", 25, 2), ("lstm", 100, 8)],
+)
+def test_bytecomp_is_never_slower_than_a_uniform_strategy_in_its_space(model, gbps, machines):
+    """Every uniform strategy is a candidate of bytecomp: through the whole cell path
+    (strategy builders, fusion, the final simulation) none may beat it."""
+    base = {"model": model, "network": {"inter_gbps": gbps}, "cluster": {"machines": machines}}
+    ours = simulate_cell(cell(**base)).metrics
+    assert ours["planner_s"] > 0
+    for name in ("fp32", "fp32-2level", "fp16"):
+        other = simulate_cell(cell(**base, strategy=name, compressor="none")).metrics
+        assert ours["iteration_s"] <= other["iteration_s"] * (1 + 1e-12), name
+        assert other["planner_s"] == 0
+    for name in ("allgather", "allgather-2level"):
+        other = simulate_cell(cell(**base, strategy=name)).metrics
+        assert ours["iteration_s"] <= other["iteration_s"] * (1 + 1e-12), name
+    greedy_only = simulate_cell(cell(**base, strategy="bytecomp-greedy")).metrics
+    assert ours["iteration_s"] <= greedy_only["iteration_s"]
+
+
+@pytest.mark.parametrize("model", ["resnet50", "bert-base"])
+def test_upper_bound_is_below_bytecomp_and_free_compression_costs_nothing(model):
+    c = cell(model=model, network={"inter_gbps": 10})
+    bound = simulate_cell(cell(model=model, network={"inter_gbps": 10}, strategy="upper-bound"))
+    ours = simulate_cell(c)
+    assert bound.metrics["iteration_s"] <= ours.metrics["iteration_s"]
+    assert bound.metrics["compress_total_s"] == 0
+    free = free_compression(costs_for(c))
+    assert free.compress_s(1e6) == free.decompress_s(1e6) == free.cast_s(1e6) == 0
+
+
+def test_the_default_space_is_named_strategies():
+    assert DEFAULT_SPACE == tuple(
+        PRESETS[n] for n in ("fp32-2level", "fp16", "allgather", "allgather-2level")
+    )
