@@ -726,51 +726,11 @@ def simulate(
     breakdown. Every network and cluster field of a suite cell has a flag, validated as
     in suites. --trace writes the timeline for chrome://tracing or Perfetto."""
     with _errors():
-        from pydantic import ValidationError
-
-        from gcbench.compress.specs import NoneSpec
-        from gcbench.config.models import Cell
-        from gcbench.config.strategies import STRATEGIES, canonical, pair_compressor
-
-        given = locals()
         if option is not None and strategy is not None:
             raise ConfigError(["--option replaces the strategy: give --strategy or --option"])
         # an option runs with any compressor, as under the allgather strategy
         strategy = strategy or ("allgather" if option is not None else "fp32")
-
-        def pick(flags: dict[str, str]) -> dict[str, Any]:
-            return {
-                field: given[flag[2:].replace("-", "_")]
-                for field, flag in flags.items()
-                if flag != "--model" and given[flag[2:].replace("-", "_")] is not None
-            }
-
-        spec: dict[str, Any] = {"name": model, **pick(MODEL_FLAGS)}
-        if batch is not None:
-            spec["batch_size"] = batch
-        chosen_compressor: Any = compressor
-        if compressor is None and canonical(strategy) in STRATEGIES:
-            chosen_compressor = pair_compressor(canonical(strategy), NoneSpec(kind="none"))[0]
-        try:
-            cell = Cell.model_validate(
-                {
-                    "model": spec,
-                    "compressor": chosen_compressor or "none",
-                    "strategy": strategy,
-                    "fusion": fusion,
-                    "device": device,
-                    "network": pick(NETWORK_FLAGS),
-                    "cluster": pick(CLUSTER_FLAGS),
-                }
-            )
-        except ValidationError as e:
-            raise ConfigError(
-                [
-                    f"{_cell_flag(err['loc'], err['msg'])}: "
-                    f"{err['msg'].removeprefix('Value error, ')}"
-                    for err in e.errors()
-                ]
-            ) from None
+        cell = _flags_cell({**locals(), "strategy": strategy})
         from gcbench.sim.chrome import chrome_trace, shown_note, symmetric_spans
         from gcbench.sim.costs import simulate_cell
 
@@ -825,6 +785,118 @@ def simulate(
     if trace is not None:
         note = shown_note(cell.cluster.machines, cell.cluster.gpus_per_machine)
         typer.echo(f"trace: {trace}" + (f" ({note})" if note else ""))
+
+
+def _flags_cell(given: dict[str, Any]) -> Any:
+    """The Cell that `simulate`'s (and `plan`'s) flags describe; ConfigError naming the
+    flag of each mistake."""
+    from pydantic import ValidationError
+
+    from gcbench.compress.specs import NoneSpec
+    from gcbench.config.models import Cell
+    from gcbench.config.strategies import STRATEGIES, canonical, pair_compressor
+
+    def pick(flags: dict[str, str]) -> dict[str, Any]:
+        return {
+            field: given[flag[2:].replace("-", "_")]
+            for field, flag in flags.items()
+            if flag != "--model" and given[flag[2:].replace("-", "_")] is not None
+        }
+
+    strategy, compressor = given["strategy"], given["compressor"]
+    spec: dict[str, Any] = {"name": given["model"], **pick(MODEL_FLAGS)}
+    if given["batch"] is not None:
+        spec["batch_size"] = given["batch"]
+    chosen_compressor: Any = compressor
+    if compressor is None and canonical(strategy) in STRATEGIES:
+        chosen_compressor = pair_compressor(canonical(strategy), NoneSpec(kind="none"))[0]
+    try:
+        return Cell.model_validate(
+            {
+                "model": spec,
+                "compressor": chosen_compressor or "none",
+                "strategy": strategy,
+                "fusion": given["fusion"],
+                "device": given["device"],
+                "network": pick(NETWORK_FLAGS),
+                "cluster": pick(CLUSTER_FLAGS),
+            }
+        )
+    except ValidationError as e:
+        raise ConfigError(
+            [
+                f"{_cell_flag(err['loc'], err['msg'])}: "
+                f"{err['msg'].removeprefix('Value error, ')}"
+                for err in e.errors()
+            ]
+        ) from None
+
+
+def plan(**given: Any) -> None:
+    """Plan one cell with the ByteComp planner (--strategy bytecomp, the default;
+    bytecomp-greedy, brute-force or upper-bound) and print the option each tensor takes,
+    grouped, with the predicted iteration time and the planner's own time (planner_s).
+    Takes the cell flags of `gcbench simulate`; --json prints the whole plan (each
+    tensor's option and the buckets), as `gcbench run` stores it in
+    results/<suite>/<run-id>/plans/<cell-id>.json.gz."""
+    with _errors():
+        from gcbench.config.strategies import PLANNERS
+
+        given["strategy"] = given["strategy"] or "bytecomp"
+        if given["strategy"] not in PLANNERS:
+            raise ConfigError(
+                [
+                    f"--strategy: {given['strategy']!r} is not a planner; plan takes "
+                    f"{', '.join(sorted(PLANNERS))}"
+                ]
+            )
+        cell = _flags_cell(given)
+        if given["compressor"] is not None:
+            _compressor_used(given["compressor"], cell, None)
+        from gcbench.sim.costs import simulate_cell
+
+        result = simulate_cell(cell)
+    record = result.plan
+    assert record is not None
+    m = result.metrics
+    if given["json_out"]:
+        typer.echo(_dumps({"cell": cell.flat(), "plan": record, "metrics": m}, indent=1))
+        return
+    cl = cell.cluster
+    typer.echo(
+        f"{cell.model.name} · {cell.strategy} · {cell.compressor.label()} · "
+        f"{cl.machines}x{cl.gpus_per_machine} {cell.network.intra} · "
+        f"{cell.network.inter_gbps:g} Gbps · {cell.device}"
+    )
+    typer.echo(
+        f"predicted iteration {m['iteration_s'] * 1e3:.2f} ms · planner "
+        f"{m['planner_s'] * 1e3:.1f} ms · {m['buckets']} buckets"
+    )
+    groups: dict[str, list[int]] = {}
+    for t in record["tensors"]:
+        groups.setdefault(t["option"], []).append(t["numel"])
+    width = max(len(o) for o in groups)
+    typer.echo(f"{'option':<{width}}  tensors        MiB")
+    for option, numels in sorted(groups.items(), key=lambda kv: -sum(kv[1])):
+        typer.echo(f"{option:<{width}}  {len(numels):>7}  {sum(numels) * 4 / 2**20:>9.1f}")
+
+
+def _plan_signature() -> None:
+    """`plan` takes `simulate`'s flags, less --option and --trace, with --strategy's
+    default bytecomp: typer reads the signature and annotations set here."""
+    import inspect
+
+    sig = inspect.signature(simulate, eval_str=True)  # typer reads evaluated annotations
+    params = [p for name, p in sig.parameters.items() if name not in ("option", "trace")]
+    help_ = "bytecomp (default), bytecomp-greedy, brute-force (at most 10 tensors), upper-bound."
+    strategy = Annotated[str | None, typer.Option("--strategy", help=help_, show_default=False)]
+    params = [p.replace(annotation=strategy) if p.name == "strategy" else p for p in params]
+    plan.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    plan.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    app.command("plan")(plan)
+
+
+_plan_signature()
 
 
 def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:

@@ -403,6 +403,7 @@ def test_a_valid_cell_simulates_alike_after_the_trip(cell):
     from gcbench.sim import simulate_cell
 
     here, there = simulate_cell(cell).metrics, simulate_cell(_worker_copy(cell)).metrics
+    here.pop("planner_s"), there.pop("planner_s")  # wall-clock time of a planner
     assert here == there
     assert all(math.isfinite(v) for v in here.values() if isinstance(v, float))
 

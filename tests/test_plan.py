@@ -206,3 +206,41 @@ def test_the_default_space_is_named_strategies():
     assert DEFAULT_SPACE == tuple(
         PRESETS[n] for n in ("fp32-2level", "fp16", "allgather", "allgather-2level")
     )
+
+
+# --- gcbench plan --------------------------------------------------------------------------
+
+
+def test_plan_command_prints_the_plan_simulate_times():
+    import json
+
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    flags = ["--model", "resnet50", "--inter-gbps", "10", "--machines", "4", "--compressor",
+             "dgc"]  # fmt: skip
+    r = CliRunner().invoke(app, ["plan", *flags, "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    sim = CliRunner().invoke(app, ["simulate", *flags, "--strategy", "bytecomp", "--json"])
+    assert out["plan"]["predicted_iteration_s"] == json.loads(sim.stdout)["metrics"]["iteration_s"]
+    profile = cell_profile(cell())
+    assert [t["name"] for t in out["plan"]["tensors"]] == [t.name for t in profile.tensors]
+    placed = sorted(i for b in out["plan"]["buckets"] for i in b["tensors"])
+    assert placed == list(range(len(profile.tensors)))
+    text = CliRunner().invoke(app, ["plan", *flags]).stdout
+    assert "predicted iteration" in text and "planner" in text
+    total = sum(int(line.split()[-2]) for line in text.splitlines()[3:])
+    assert total == len(profile.tensors)  # the option groups cover every tensor once
+
+
+def test_plan_command_refuses_a_strategy_that_is_no_planner():
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    r = CliRunner().invoke(app, ["plan", "--model", "tiny-mlp", "--inter-gbps", "10",
+                                 "--strategy", "fp32"])  # fmt: skip
+    assert r.exit_code == 2
+    assert r.stderr.strip().count("\n") == 0 and "not a planner" in r.stderr

@@ -186,7 +186,7 @@ def test_one_record_schema_for_simulator_runner_store_and_docs(tmp_path):
 
     c = a_cell()
     assert tuple(c.flat()) == CONFIG_COLUMNS
-    rows, _ = execute_cell(c, 1)
+    rows, _, _ = execute_cell(c, 1)
     assert set(rows[0]) - {"repetition"} == set(METRIC_COLUMNS)
     row = record(
         suite="s",

@@ -374,3 +374,33 @@ def test_an_unreachable_address_fails_in_seconds_in_one_line(tmp_path, address):
     assert r.stderr.startswith(f"error: cannot connect to the Ray cluster at {address!r}: ")
     assert r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "r").exists()  # a run that did not start leaves nothing
+
+
+@ray
+def test_planner_cells_store_their_plans(ray_local, tmp_path):
+    """bytecomp plans inside the cell's Ray task; the plan lands in plans/<cell-id>.json.gz
+    and the Record names it (plan_file); a baseline cell stores no plan."""
+    from gcbench.results.store import read_plan
+
+    suite = load_suite(
+        write(
+            tmp_path,
+            "planned.yaml",
+            "name: planned\nrepetitions: 1\ngrid:\n  model: [tiny-mlp]\n"
+            "  compressor: [dgc-1pct]\n  strategy: [bytecomp, allgather]\n"
+            "  network: [{inter_gbps: 10}]\n  cluster: [{machines: 2, gpus_per_machine: 4}]\n",
+        )
+    )
+    summary = run_suite(suite, tmp_path / "r")
+    assert summary.status == "finished"
+    df = load_results(tmp_path / "r" / "planned")
+    planned = df[df.strategy == "bytecomp"].iloc[0]
+    assert planned.plan_file == f"plans/{planned.cell_id}.json.gz"
+    assert planned.planner_s > 0
+    run = next((tmp_path / "r" / "planned").iterdir())
+    plan = read_plan(run, planned.cell_id)
+    assert plan["predicted_iteration_s"] == pytest.approx(planned.iteration_s)
+    assert len(plan["tensors"]) == planned.tensors
+    baseline = df[df.strategy == "allgather"].iloc[0]
+    assert baseline.plan_file == "" and baseline.planner_s == 0
+    assert sorted(p.name for p in (run / "plans").iterdir()) == [f"{planned.cell_id}.json.gz"]

@@ -568,6 +568,6 @@ def test_every_shipped_suite_simulates(path):
     from gcbench.runner import execute_cell
 
     for c in expand(load_suite(path)):
-        rows, spans = execute_cell(c, 1)
+        rows, spans, _ = execute_cell(c, 1)
         assert 0 < rows[0]["scaling_factor"] <= 1
         assert spans[0]["kind"] == "forward" and spans[-1]["kind"] == "update"

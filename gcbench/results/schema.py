@@ -64,6 +64,8 @@ METRICS: dict[str, str] = {
     "wire_bytes": "mean bytes one GPU sends per iteration (all bytes on the wire / GPUs)",
     "bubbles_s": "idle time between consecutive transfers on the busiest link",
     "planner_s": "wall-clock seconds gcbench spent planning the cell",
+    "plan_file": "a planner strategy's stored plan, relative to the run folder "
+    "(plans/<cell-id>.json.gz); empty for other strategies",
     "sample_unit": "images or tokens",
     "tensors": "gradient tensors of the model",
     "buckets": "communication buckets after fusion (0 on one GPU)",

@@ -4,6 +4,7 @@
     results/<suite>/<run-id>/manifest.json
     results/<suite>/<run-id>/cells/<cell-id>.parquet       one row per repetition
     results/<suite>/<run-id>/traces/<cell-id>.json.gz      spans of the first repetition
+    results/<suite>/<run-id>/plans/<cell-id>.json.gz       a planner strategy's plan
 
 Every file is written to a temporary name in the same folder, flushed, and renamed into
 place, so a crash leaves either a whole file or none; leftover temporaries are removed
@@ -199,6 +200,7 @@ class RunStore:
         self.path = Path(path)
         self.cells_dir = self.path / "cells"
         self.traces_dir = self.path / "traces"
+        self.plans_dir = self.path / "plans"
 
     @classmethod
     def open(cls, results: Path, suite: str, fresh: bool = False) -> tuple[RunStore, bool]:
@@ -229,7 +231,7 @@ class RunStore:
 
     def remove_temporaries(self) -> int:
         n = 0
-        for folder in (self.path, self.cells_dir, self.traces_dir):
+        for folder in (self.path, self.cells_dir, self.traces_dir, self.plans_dir):
             if folder.is_dir():
                 for p in folder.glob(TMP_PREFIX + "*"):
                     p.unlink(missing_ok=True)
@@ -268,13 +270,22 @@ class RunStore:
         return self.cells_dir / f"{cell_id}.parquet"
 
     def write_cell(
-        self, cell_id: str, rows: list[dict[str, Any]], spans: list[dict[str, Any]] | None
+        self,
+        cell_id: str,
+        rows: list[dict[str, Any]],
+        spans: list[dict[str, Any]] | None,
+        plan: dict[str, Any] | None = None,
     ) -> Path:
-        """Write one finished cell: its trace (if any), then its rows, with parquet page
-        checksums and the digest of the rows in the file's metadata."""
+        """Write one finished cell: its trace and plan (if any), then its rows, with
+        parquet page checksums and the digest of the rows in the file's metadata."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        if plan is not None:
+            atomic_write(
+                self.plans_dir / f"{cell_id}.json.gz",
+                gzip.compress(json.dumps(plan).encode(), mtime=0),
+            )
         if spans:
             atomic_write(
                 self.traces_dir / f"{cell_id}.json.gz",
@@ -498,6 +509,15 @@ def read_cells(run: Path, all_cells: bool = False) -> list[pa.Table]:
                 stacklevel=3,
             )
     return tables
+
+
+def read_plan(run: str | os.PathLike[str], cell_id: str) -> dict[str, Any]:
+    """The stored plan of a planner strategy's cell (`plans/<cell-id>.json.gz`)."""
+    path = Path(run) / "plans" / f"{cell_id}.json.gz"
+    try:
+        return dict(json.loads(gzip.decompress(path.read_bytes())))
+    except (OSError, ValueError, EOFError) as e:
+        raise ConfigError([f"{path}: cannot read the plan ({_short(e)})"]) from None
 
 
 def iter_traces(run: Path) -> Iterable[tuple[str, list[dict[str, Any]]]]:

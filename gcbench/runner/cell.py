@@ -9,9 +9,12 @@ from typing import Any
 
 from gcbench.config.models import Cell
 
+CellOutput = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None]
 
-def execute_cell(cell: Cell, repetitions: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Metric rows (one per repetition) and the trace spans of the first repetition.
+
+def execute_cell(cell: Cell, repetitions: int) -> CellOutput:
+    """Metric rows (one per repetition), the trace spans of the first repetition, and the
+    plan of a planner strategy (else None).
 
     The simulator is deterministic, so one simulation serves every repetition.
     """
@@ -19,4 +22,4 @@ def execute_cell(cell: Cell, repetitions: int) -> tuple[list[dict[str, Any]], li
 
     result = simulate_cell(cell)
     rows = [{**result.metrics, "repetition": rep} for rep in range(repetitions)]
-    return rows, [s.to_dict() for s in result.spans]
+    return rows, [s.to_dict() for s in result.spans], result.plan

@@ -23,9 +23,9 @@ from gcbench.config import Cell, Suite, expand, matches
 from gcbench.files import check_writable
 from gcbench.results.schema import record
 from gcbench.results.store import RunStore, SuiteLock, Unreadable, read_cell
-from gcbench.runner.cell import execute_cell
+from gcbench.runner.cell import CellOutput, execute_cell
 
-CellFn = Callable[[Cell, int], tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+CellFn = Callable[[Cell, int], CellOutput]
 
 
 @dataclass
@@ -71,10 +71,11 @@ def _task(cell_json: str, repetitions: int, cell_fn: CellFn) -> dict[str, Any]:
 
     started = time.time()
     cell = Cell.model_validate_json(cell_json)
-    rows, spans = cell_fn(cell, repetitions)
+    rows, spans, plan = cell_fn(cell, repetitions)
     return {
         "rows": rows,
         "spans": spans,
+        "plan": plan,
         "meta": {
             "run_started_at": started,
             "run_wall_s": time.time() - started,
@@ -310,9 +311,9 @@ def _run_locked(
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
             for ref in ready:
                 cell = in_flight.pop(ref)
-                rows, spans, error = _collect(ref, cell, suite.repetitions)
+                rows, spans, plan, error = _collect(ref, cell, suite.repetitions)
                 rows = [_record(cell, r, store, suite, error) for r in rows]
-                store.write_cell(cell.id, rows, spans)
+                store.write_cell(cell.id, rows, spans, plan)
                 status[cell.id] = "ok" if error is None else "failed"
                 state.done += 1
                 if error is None:
@@ -353,7 +354,7 @@ def _run_locked(
 
 def _collect(
     ref: Any, cell: Cell, repetitions: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None, str | None]:
     import ray
 
     try:
@@ -361,12 +362,12 @@ def _collect(
     except ray.exceptions.RayTaskError as e:
         cause = e.cause if getattr(e, "cause", None) is not None else e
         message = f"{type(cause).__name__}: {cause}".splitlines()[0]
-        return [{"repetition": r} for r in range(repetitions)], [], message
+        return [{"repetition": r} for r in range(repetitions)], [], None, message
     except ray.exceptions.RayError as e:  # worker died, task cancelled, ...
         message = f"{type(e).__name__}: {e}".splitlines()[0]
-        return [{"repetition": r} for r in range(repetitions)], [], message
+        return [{"repetition": r} for r in range(repetitions)], [], None, message
     rows = [{**row, **out["meta"]} for row in out["rows"]]
-    return rows, out["spans"], None
+    return rows, out["spans"], out.get("plan"), None
 
 
 def _record(

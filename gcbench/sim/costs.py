@@ -32,12 +32,14 @@ CPU_TABLE_CORES = 2
 class SimResult:
     metrics: dict[str, Any]
     spans: list[Span] = field(default_factory=list)
+    plan: dict[str, Any] | None = None  # a planner strategy's plan (`plan_record`)
 
 
 __all__ = [
     "SimResult",
     "cast_s",
     "cell_profile",
+    "plan_record",
     "costs_for",
     "machine_for",
     "period_mean",
@@ -190,7 +192,42 @@ def simulate_cell(cell: Cell, option: Option | None = None) -> SimResult:
     results = [simulate(profile, s.costs, s.plan, keep_jobs=i == 0) for i, s in enumerate(steps)]
     metrics = period_mean(profile, [r.metrics for r in results], [s.weight for s in steps])
     metrics["planner_s"] = steps[0].planner_s
-    return SimResult(metrics, results[0].spans())
+    from gcbench.config.strategies import PLANNERS
+
+    plan = None
+    metrics["plan_file"] = ""
+    if option is None and cell.strategy in PLANNERS:
+        plan = plan_record(cell, profile, steps[0].plan, metrics)
+        metrics["plan_file"] = f"plans/{cell.id}.json.gz"
+    return SimResult(metrics, results[0].spans(), plan)
+
+
+def plan_record(
+    cell: Cell, profile: ModelProfile, plan: Plan, metrics: dict[str, Any]
+) -> dict[str, Any]:
+    """A planner's plan as stored (`results/<suite>/<run-id>/plans/<cell-id>.json.gz`) and
+    printed by `gcbench plan --json`: each tensor's option, the buckets, the predicted
+    iteration and the planner's time."""
+    option_of: dict[int, str] = {}
+    for bucket, opt in zip(plan.buckets, plan.options, strict=True):
+        for i in bucket:
+            option_of[i] = "" if opt is None else opt.name
+    return {
+        "format": "gcbench-plan",
+        "version": 1,
+        "cell_id": cell.id,
+        "strategy": cell.strategy,
+        "predicted_iteration_s": metrics["iteration_s"],
+        "planner_s": metrics["planner_s"],
+        "tensors": [
+            {"name": t.name, "numel": t.numel, "option": option_of[i]}
+            for i, t in enumerate(profile.tensors)
+        ],
+        "buckets": [
+            {"tensors": list(b), "option": "" if o is None else o.name}
+            for b, o in zip(plan.buckets, plan.options, strict=True)
+        ],
+    }
 
 
 # Metrics that are averaged over a period; throughput and scaling factor follow the mean
