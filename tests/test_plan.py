@@ -244,3 +244,71 @@ def test_plan_command_refuses_a_strategy_that_is_no_planner():
                                  "--strategy", "fp32"])  # fmt: skip
     assert r.exit_code == 2
     assert r.stderr.strip().count("\n") == 0 and "not a planner" in r.stderr
+
+
+# --- Algorithm 2: CPU offload ------------------------------------------------------------
+
+
+def test_offloaded_moves_every_operation_to_the_cpu_and_keeps_the_path():
+    from gcbench.plan.offload import offloaded, on_gpu
+    from gcbench.sim.options import Option, check
+
+    o = PRESETS["allgather-2level"]
+    cpu = offloaded(o)
+    assert cpu.name == "intra:rs cc inter:ag* cd intra:ag"
+    assert cpu.path == o and not on_gpu(cpu) and on_gpu(o)
+    check(cpu, compressor="dgc")
+    assert not on_gpu(PRESETS["fp16"]) and offloaded(NONE) == NONE
+    assert offloaded(Option.parse("fp16 flat:ar")).fp16
+
+
+def test_groups_are_size_and_option_in_either_order():
+    from gcbench.plan.offload import groups
+
+    ag, ag2 = PRESETS["allgather"], PRESETS["allgather-2level"]
+    profile = toy([10, 20, 10, 10, 20, 5])
+    options = [ag, ag, ag, ag2, ag, NONE]
+    assert groups(profile, options, "nearest") == [[1, 4], [0, 2], [3]]
+    assert groups(profile, options, "farthest") == [[4, 1], [2, 0], [3]]
+
+
+def _offload_case(seed: int):
+    import random
+
+    rng = random.Random(seed)
+    n = rng.randint(2, 7)
+    sizes = [rng.choice([2**16, 2**20, 2**22]) for _ in range(n)]
+    profile = toy(sizes, [rng.uniform(0.5e-3, 5e-3) for _ in range(n)])
+    c = cell(network={"inter_gbps": rng.choice([10, 25])},
+             cluster={"machines": 4, "cpu_cores": rng.choice([2, 16])})  # fmt: skip
+    options = [rng.choice([PRESETS["allgather"], PRESETS["allgather-2level"]]) for _ in sizes]
+    return profile, costs_for(c), options
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_algorithm2_lies_between_no_offload_and_the_unrestricted_search(seed):
+    from gcbench.plan.offload import algorithm2, unrestricted
+
+    profile, costs, options = _offload_case(seed)
+    none = simulate(profile, costs, fused_plan(profile, options)).iteration_s
+    best = unrestricted(profile, costs, options)
+    assert best.simulations == 2 ** len(options)
+    for order in ("nearest", "farthest"):
+        got = algorithm2(profile, costs, options, order=order)
+        assert best.iteration_s <= got.iteration_s <= none
+        assert got.iteration_s == simulate(profile, costs, got.plan).iteration_s
+        capped = algorithm2(profile, costs, options, order=order, max_plans=1)
+        assert capped.capped and capped.iteration_s <= none
+
+
+def test_algorithm2_offloads_everything_when_the_gpu_is_slow_and_the_cpu_free():
+    from gcbench.plan.offload import algorithm2, on_gpu
+
+    profile, costs, options = _offload_case(3)
+    slow_gpu = replace(costs, compress_s=lambda n: 20e-3, decompress_s=lambda n: 20e-3,
+                       cpu_compress_s=lambda n: 0.0, cpu_decompress_s=lambda n: 0.0)  # fmt: skip
+    got = algorithm2(profile, slow_gpu, options)
+    assert not any(on_gpu(o) for o in got.options)
+    fast_gpu = replace(costs, compress_s=lambda n: 0.0, decompress_s=lambda n: 0.0,
+                       cpu_compress_s=lambda n: 1.0, cpu_decompress_s=lambda n: 1.0)  # fmt: skip
+    assert algorithm2(profile, fast_gpu, options).options == options

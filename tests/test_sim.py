@@ -562,7 +562,18 @@ def test_simulate_cli(tmp_path):
     assert "did you mean 'gpt2'" in r.stderr and "--inter-gbps" in r.stderr
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "suites").glob("*.yaml")), ids=lambda p: p.name)
+# The ByteComp testbed suites plan hundreds of cells (about 35 s and 100 s here).
+PLANNED_SUITES = ("nvlink100.yaml", "pcie25.yaml")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=pytest.mark.slow) if p.name in PLANNED_SUITES else p
+        for p in sorted((ROOT / "suites").glob("*.yaml"))
+    ],
+    ids=lambda p: p.name,
+)
 def test_every_shipped_suite_simulates(path):
     """Examples are tests (STYLE §13): every cell of every shipped suite runs in-process."""
     from gcbench.runner import execute_cell

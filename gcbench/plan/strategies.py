@@ -1,6 +1,8 @@
 """The planner's strategies (registered in `sim.strategies.BUILDERS`):
 
-- `bytecomp-greedy`: Algorithm 1's plan alone (`greedy.greedy` over `DEFAULT_SPACE`);
+- `bytecomp-greedy`: ByteComp's plan alone: Algorithm 1 (`greedy.greedy` over
+  `DEFAULT_SPACE`), then Algorithm 2 (`offload.algorithm2`: which compressions move to
+  the CPU);
 - `bytecomp`: the best of that plan and the uniform strategies inside its space (fp32,
   fp32-2level, fp16, allgather, allgather-2level), each timed by the simulator;
 - `brute-force`: the fastest assignment of none, fp16, allgather and allgather-2level to
@@ -30,6 +32,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gcbench.plan.greedy import DEFAULT_SPACE, NONE, fused_plan, greedy
+from gcbench.plan.offload import Order, algorithm2
 from gcbench.sim.iteration import Costs, Plan, _zero, simulate
 
 if TYPE_CHECKING:
@@ -39,6 +42,10 @@ if TYPE_CHECKING:
 
 PASSES = 1  # passes over the tensors (1: as the paper)
 BUCKETS = True  # also try each option for the tensor's whole bucket
+# Algorithm 2 offloads the tensors of a (size, option) group nearest the output first:
+# against all 2^|T| offload subsets on random instances it matches the optimum more often
+# than Lemma 1's farthest-first order (benchmarks/planner.py --offload, BENCHMARKS.md).
+OFFLOAD_ORDER: Order = "nearest"
 UNIFORM = (NONE, *DEFAULT_SPACE)  # the strategies inside bytecomp's space
 
 
@@ -54,10 +61,12 @@ def free_compression(costs: Costs) -> Costs:
     )
 
 
-def _step(plan: Plan, costs: Costs, planner_s: float) -> list[Step]:
+def _step(
+    plan: Plan, costs: Costs, planner_s: float, parts: dict[str, float] | None = None
+) -> list[Step]:
     from gcbench.sim.strategies import Step
 
-    return [Step(plan, costs, planner_s=planner_s)]
+    return [Step(plan, costs, planner_s=planner_s, planner_parts=parts or {})]
 
 
 def _best(profile: ModelProfile, costs: Costs, plans: list[Plan]) -> Plan:
@@ -66,32 +75,49 @@ def _best(profile: ModelProfile, costs: Costs, plans: list[Plan]) -> Plan:
     return plans[times.index(min(times))]
 
 
-def bytecomp_greedy(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
+def _greedy_plan(
+    cell: Cell, profile: ModelProfile, costs: Costs, parts: dict[str, float]
+) -> Plan:
+    """Algorithm 1, then Algorithm 2 (CPU offload, `OFFLOAD_ORDER`), timing each."""
     t0 = time.perf_counter()
     g = greedy(profile, costs, passes=PASSES, fusion=cell.fusion, buckets=BUCKETS)
-    return _step(g.plan, costs, time.perf_counter() - t0)
+    t1 = time.perf_counter()
+    off = algorithm2(profile, costs, g.options, order=OFFLOAD_ORDER, fusion=cell.fusion)
+    parts["algorithm1_s"] = parts.get("algorithm1_s", 0.0) + t1 - t0
+    parts["algorithm2_s"] = parts.get("algorithm2_s", 0.0) + time.perf_counter() - t1
+    return off.plan
 
 
-def _bytecomp_plan(cell: Cell, profile: ModelProfile, costs: Costs) -> Plan:
-    g = greedy(profile, costs, passes=PASSES, fusion=cell.fusion, buckets=BUCKETS)
+def bytecomp_greedy(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
+    t0 = time.perf_counter()
+    parts: dict[str, float] = {}
+    plan = _greedy_plan(cell, profile, costs, parts)
+    return _step(plan, costs, time.perf_counter() - t0, parts)
+
+
+def _bytecomp_plan(
+    cell: Cell, profile: ModelProfile, costs: Costs, parts: dict[str, float]
+) -> Plan:
+    planned = _greedy_plan(cell, profile, costs, parts)
     n = len(profile.tensors)
     uniform = [fused_plan(profile, [o] * n, cell.fusion) for o in UNIFORM]
-    return _best(profile, costs, [g.plan, *uniform])
+    return _best(profile, costs, [planned, *uniform])
 
 
 def bytecomp(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
     t0 = time.perf_counter()
-    plan = _bytecomp_plan(cell, profile, costs)
-    return _step(plan, costs, time.perf_counter() - t0)
+    parts: dict[str, float] = {}
+    plan = _bytecomp_plan(cell, profile, costs, parts)
+    return _step(plan, costs, time.perf_counter() - t0, parts)
 
 
 def upper_bound(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
     t0 = time.perf_counter()
+    parts: dict[str, float] = {}
     free = free_compression(costs)
-    plan = _best(
-        profile, free, [_bytecomp_plan(cell, profile, costs), _bytecomp_plan(cell, profile, free)]
-    )
-    return _step(plan, free, time.perf_counter() - t0)
+    mine = _bytecomp_plan(cell, profile, costs, parts)
+    plan = _best(profile, free, [mine, _bytecomp_plan(cell, profile, free, parts)])
+    return _step(plan, free, time.perf_counter() - t0, parts)
 
 
 def brute_force(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
@@ -99,4 +125,5 @@ def brute_force(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
 
     t0 = time.perf_counter()
     best = search(profile, costs, fusion=cell.fusion)
-    return _step(best.plan, costs, time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t0
+    return _step(best.plan, costs, elapsed, {"brute_force_s": elapsed})

@@ -198,6 +198,7 @@ def simulate_cell(cell: Cell, option: Option | None = None) -> SimResult:
     metrics["plan_file"] = ""
     if option is None and cell.strategy in PLANNERS:
         plan = plan_record(cell, profile, steps[0].plan, metrics)
+        plan["planner_parts"] = dict(steps[0].planner_parts)
         metrics["plan_file"] = f"plans/{cell.id}.json.gz"
     return SimResult(metrics, results[0].spans(), plan)
 

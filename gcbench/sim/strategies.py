@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gcbench.comm import PARTITION_BYTES
 from gcbench.config.models import Cell
@@ -46,6 +46,7 @@ class Step:
     costs: Costs
     weight: float = 1.0
     planner_s: float = 0.0  # wall time of the planner that made this plan (gcbench.plan)
+    planner_parts: dict[str, float] = field(default_factory=dict)  # planner_s by stage
 
 
 Builder = Callable[[Cell, ModelProfile, Costs], list[Step]]

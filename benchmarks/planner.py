@@ -1,0 +1,251 @@
+"""The ByteComp planner against what it could have chosen, in-process (no Ray).
+
+    python benchmarks/planner.py [--suites] [--brute] [--offload] [--instances 200] [--seed 0]
+
+Every part by default.
+
+1. **Suites** (issue #13, acceptance line 1): every cell of `suites/nvlink100.yaml` and
+   `suites/pcie25.yaml` without CPU servers and with more than one machine (on one
+   machine nothing crosses the network). Per (model, compressor, cluster): bytecomp-greedy's
+   iteration ÷ the best uniform strategy inside its space (fp32, fp32-2level, fp16,
+   allgather, allgather-2level), each timed by the same simulator; the share within
+   1.02x, each loss with the strategy that beat it, and the other strategies (hipress,
+   byteps-compress, powersgd, acpsgd, covap) ÷ the same best, beside it. Also the
+   paper's one-tensor Algorithm 1 (`greedy(buckets=False)`) on the same cells.
+2. **Brute force** (acceptance line 3): over {none, fp16, allgather, allgather-2level} per
+   tensor, on tiny-cnn, tiny-mlp and lstm (8 x 8 V100 NVLink at 25 Gbps, dgc) and on
+   `--instances` random instances of 1 to 8 tensors (random sizes, backward times,
+   cluster, network and compressor, from `--seed`): the greedy restricted to the same
+   set, its gap to the optimum (median, max), both with bucket candidates (gcbench's
+   default) and without (the paper's one-tensor pass).
+
+3. **Algorithm 2** (acceptance line 4): on `--instances` random instances of 1 to 12
+   GPU-compressed tensors of a few sizes (random cluster, network, CPU pool), Lemma 1's
+   order (farthest from the output first) and the authors' (nearest first) against the
+   unrestricted search over all 2^|T| offload subsets: match rate and worst gap.
+
+What it compares: plans, all timed by gcbench's simulator; not against measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+from gcbench.config import Cell, expand, load_suite
+from gcbench.config.strategies import STRATEGIES
+from gcbench.plan.brute import BRUTE_SPACE, brute_force
+from gcbench.plan.greedy import greedy
+from gcbench.sim import simulate_cell
+from gcbench.sim.costs import cell_profile, costs_for
+from gcbench.zoo.profile import TensorProfile
+
+ROOT = Path(__file__).resolve().parents[1]
+UNIFORM = ("fp32", "fp32-2level", "fp16", "allgather", "allgather-2level")
+BESIDE = ("hipress", "byteps-compress", "powersgd", "acpsgd", "covap")
+
+
+def suites() -> None:
+    for name in ("nvlink100", "pcie25"):
+        t0 = time.perf_counter()
+        times: dict[tuple, dict[str, float]] = defaultdict(dict)  # per grid compressor
+        alone: dict[tuple, dict[str, float]] = defaultdict(dict)  # no or their own compressor
+        one_tensor: dict[tuple, float] = {}
+        for c in expand(load_suite(ROOT / "suites" / f"{name}.yaml")):
+            cl = c.cluster
+            if cl.machines == 1 or (cl.cpu_servers and c.strategy != "byteps-compress"):
+                continue
+            s = simulate_cell(c).metrics["iteration_s"]
+            if STRATEGIES[c.strategy].compressor in ("none", "own"):
+                alone[(c.model.name, cl.machines)][c.strategy] = s
+                continue
+            key = (c.model.name, c.compressor.label(), cl.machines)
+            times[key][c.strategy] = s
+            if c.strategy == "bytecomp-greedy":
+                profile, costs = cell_profile(c), costs_for(c)
+                one_tensor[key] = greedy(profile, costs).iteration_s
+        ratios, paper, losses = [], [], []
+        beside: dict[str, list[float]] = defaultdict(list)
+        for key, t in sorted(times.items()):
+            t = {**alone[(key[0], key[2])], **t}
+            uniform = {s: t[s] for s in UNIFORM if s in t}
+            best = min(uniform, key=lambda s: uniform[s])
+            r = t["bytecomp-greedy"] / uniform[best]
+            ratios.append(r)
+            paper.append(one_tensor[key] / uniform[best])
+            if r > 1.02:
+                losses.append((r, key, best))
+            for s in BESIDE:
+                if s in t:
+                    beside[s].append(t[s] / uniform[best])
+        n = len(ratios)
+        print(f"{name}: {n} (model, compressor, cluster) points, {time.perf_counter() - t0:.0f} s")
+        within = sum(r <= 1.02 for r in ratios)
+        print(
+            f"  bytecomp-greedy / best uniform in its space: within 1.02x in {within}/{n} "
+            f"({within / n:.1%}); median {statistics.median(ratios):.3f}, max {max(ratios):.3f}"
+        )
+        within_p = sum(r <= 1.02 for r in paper)
+        print(
+            f"  the paper's one-tensor pass: within 1.02x in {within_p}/{n} "
+            f"({within_p / n:.1%}); median {statistics.median(paper):.3f}, max {max(paper):.3f}"
+        )
+        for r, key, best in sorted(losses, reverse=True):
+            print(f"  loss {r:.3f}: {key[0]} {key[1]} {key[2]} machines (best: {best})")
+        for s in BESIDE:
+            v = beside[s]
+            if v:
+                print(
+                    f"  {s:16s} / best uniform: median {statistics.median(v):.3f}, "
+                    f"min {min(v):.3f}, max {max(v):.3f} ({len(v)} points)"
+                )
+
+
+def _random_instance(rng: random.Random) -> tuple:
+    n = rng.randint(1, 8)
+    c = Cell.model_validate(
+        {
+            "model": "tiny-mlp",
+            "compressor": rng.choice(["dgc-1pct", "randomk-1pct", "efsignsgd"]),
+            "network": {
+                "intra": rng.choice(["nvlink", "pcie"]),
+                "inter_gbps": rng.choice([10, 25, 100]),
+            },
+            "cluster": {"machines": rng.choice([2, 4, 8]), "gpus_per_machine": 8},
+            "strategy": "bytecomp-greedy",
+        }
+    )
+    base = cell_profile(c)
+    tensors = [
+        TensorProfile(
+            f"t{i}", (k,), k, f"layer{i}", rng.uniform(0.1e-3, 20e-3)
+        )
+        for i in range(n)
+        for k in [int(10 ** rng.uniform(3, 7.5))]
+    ]
+    return replace(base, name=f"random-{n}", tensors=tensors), costs_for(c)
+
+
+def brute(instances: int, seed: int) -> None:
+    space = BRUTE_SPACE[1:]
+    cases = []
+    for model in ("tiny-cnn", "tiny-mlp", "lstm"):
+        c = Cell.model_validate(
+            {
+                "model": model,
+                "compressor": "dgc-1pct",
+                "network": {"inter_gbps": 25},
+                "cluster": {"machines": 8, "gpus_per_machine": 8},
+                "strategy": "bytecomp-greedy",
+            }
+        )
+        cases.append((model, cell_profile(c), costs_for(c)))
+    rng = random.Random(seed)
+    cases += [("random", *_random_instance(rng)) for _ in range(instances)]
+    t0 = time.perf_counter()
+    gaps: dict[str, list[float]] = {"buckets": [], "one-tensor": []}
+    sims = 0
+    for name, profile, costs in cases:
+        best = brute_force(profile, costs)
+        sims += best.simulations
+        for label, buckets in (("buckets", True), ("one-tensor", False)):
+            g = greedy(profile, costs, space=space, buckets=buckets)
+            gap = g.iteration_s / best.iteration_s - 1
+            gaps[label].append(gap)
+            if name != "random":
+                print(f"  {name:9s} {len(profile.tensors):2d} tensors, greedy ({label}): "
+                      f"gap {gap:.2%}")  # fmt: skip
+    print(
+        f"brute force over none/fp16/allgather/allgather-2level: {len(cases)} instances "
+        f"(tiny-cnn, tiny-mlp, lstm, {instances} random of 1-8 tensors, seed {seed}), "
+        f"{sims:,} plans in {time.perf_counter() - t0:.0f} s"
+    )
+    for label, v in gaps.items():
+        print(
+            f"  greedy ({label}) gap to the optimum: median {statistics.median(v):.2%}, "
+            f"mean {statistics.mean(v):.2%}, max {max(v):.2%}; optimal in "
+            f"{sum(g <= 1e-12 for g in v)}/{len(v)}"
+        )
+
+
+def _offload_instance(rng: random.Random) -> tuple:
+    """1 to 12 tensors of a few sizes (so Lemma 1's groups form), each compressed on the
+    GPU with allgather or allgather-2level, on a random cluster and CPU pool."""
+    from gcbench.sim.options import PRESETS
+
+    n = rng.randint(1, 12)
+    c = Cell.model_validate(
+        {
+            "model": "tiny-mlp",
+            "compressor": rng.choice(["dgc-1pct", "randomk-1pct", "efsignsgd"]),
+            "network": {"inter_gbps": rng.choice([10, 25, 100])},
+            "cluster": {
+                "machines": rng.choice([2, 4, 8]),
+                "gpus_per_machine": 8,
+                "cpu_cores": rng.choice([2, 8, 16, 48]),
+            },
+            "strategy": "bytecomp",
+        }
+    )
+    sizes = [int(10 ** rng.uniform(4, 7)) for _ in range(rng.randint(1, 3))]
+    tensors = [
+        TensorProfile(f"t{i}", (k,), k, f"layer{i}", rng.uniform(0.5e-3, 10e-3))
+        for i in range(n)
+        for k in [rng.choice(sizes)]
+    ]
+    options = [PRESETS[rng.choice(["allgather", "allgather-2level"])] for _ in range(n)]
+    return replace(cell_profile(c), name=f"random-{n}", tensors=tensors), costs_for(c), options
+
+
+def offload(instances: int, seed: int) -> None:
+    from gcbench.plan.offload import algorithm2, unrestricted
+
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    gaps: dict[str, list[float]] = {"farthest": [], "nearest": []}
+    useful = 0
+    for _ in range(instances):
+        profile, costs, options = _offload_instance(rng)
+        ref = unrestricted(profile, costs, options)
+        useful += ref.options != options
+        for order in gaps:
+            got = algorithm2(profile, costs, options, order=order)  # type: ignore[arg-type]
+            gaps[order].append(got.iteration_s / ref.iteration_s - 1)
+    print(
+        f"Algorithm 2 against all 2^|T| offload subsets: {instances} random instances of "
+        f"1-12 compressed tensors (seed {seed}; offloading helps in {useful}), "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
+    for order, v in gaps.items():
+        match = sum(g <= 1e-12 for g in v)
+        print(
+            f"  {order:8s} first: matches the optimum in {match}/{len(v)} "
+            f"({match / len(v):.1%}); worst gap {max(v):.2%}, mean {statistics.mean(v):.3%}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suites", action="store_true")
+    parser.add_argument("--brute", action="store_true")
+    parser.add_argument("--offload", action="store_true")
+    parser.add_argument("--instances", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    every = not (args.suites or args.brute or args.offload)
+    if args.suites or every:
+        suites()
+    if args.brute or every:
+        brute(args.instances, args.seed)
+    if args.offload or every:
+        offload(args.instances, args.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
