@@ -293,11 +293,11 @@ def test_algorithm2_lies_between_no_offload_and_the_unrestricted_search(seed):
     none = simulate(profile, costs, fused_plan(profile, options)).iteration_s
     best = unrestricted(profile, costs, options)
     assert best.simulations == 2 ** len(options)
-    for order in ("nearest", "farthest"):
-        got = algorithm2(profile, costs, options, order=order)
+    for first in ("nearest", "farthest"):
+        got = algorithm2(profile, costs, options, order=first)
         assert best.iteration_s <= got.iteration_s <= none
         assert got.iteration_s == simulate(profile, costs, got.plan).iteration_s
-        capped = algorithm2(profile, costs, options, order=order, max_plans=1)
+        capped = algorithm2(profile, costs, options, order=first, max_plans=1)
         assert capped.capped and capped.iteration_s <= none
 
 

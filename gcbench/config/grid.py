@@ -221,6 +221,19 @@ def expand_suite(
     where = where or f"suite {suite.name!r}"
     points = check_size(suite, max_cells, where)
     only = list(only)
+    cells, dropped, tally = _expand(suite, only, where)
+    warnings = tally.warnings(suite, only)
+    if not cells:
+        which = "include/exclude" + ("/--only" if only else "")
+        raise NoCellsLeft([f"{where}: no cells left after the {which} filters"], warnings)
+    return Expansion(cells, dropped, warnings, points)
+
+
+def _expand(
+    suite: Suite, only: list[Mapping[str, Any]], where: str
+) -> tuple[list[Cell], Counter[str], _Tally]:
+    """The cells (deduplicated by id, in axis order), the dropped pairs per reason and the
+    filters' tally; a ConfigError when every pair of the grid is dropped."""
     dropped: Counter[str] = Counter()
     tally = _Tally(suite, only)
     cells: dict[str, Cell] = {}
@@ -229,11 +242,7 @@ def expand_suite(
     if not tally.survived and dropped:
         reasons = "; ".join(f"{n} × {why}" for why, n in dropped.items())
         raise ConfigError([f"{where}: every cell of the grid was dropped: {reasons}"])
-    warnings = tally.warnings(suite, only)
-    if not cells:
-        which = "include/exclude" + ("/--only" if only else "")
-        raise NoCellsLeft([f"{where}: no cells left after the {which} filters"], warnings)
-    return Expansion(list(cells.values()), dropped, warnings, points)
+    return list(cells.values()), dropped, tally
 
 
 def expand(suite: Suite, only: Iterable[Mapping[str, Any]] = ()) -> list[Cell]:
@@ -257,15 +266,8 @@ def expand_counted(
     whose pairs are all dropped is a ConfigError; filters that leave no cell give an
     empty list here (`expand_suite` makes that an error and reports unmatched filters).
     """
-    dropped: Counter[str] = Counter()
-    tally = _Tally(suite, list(only))
-    cells: dict[str, Cell] = {}
-    for cell in iter_cells(suite, only, dropped, tally):
-        cells.setdefault(cell.id, cell)
-    if not tally.survived and dropped:
-        reasons = "; ".join(f"{n} × {why}" for why, n in dropped.items())
-        raise ConfigError([f"suite {suite.name!r}: every cell of the grid was dropped: {reasons}"])
-    return list(cells.values()), dropped
+    cells, dropped, _ = _expand(suite, list(only), f"suite {suite.name!r}")
+    return cells, dropped
 
 
 def parse_only(items: Iterable[str]) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from gcbench.comm import PARTITION_BYTES
 from gcbench.config.models import Cell
+from gcbench.config.strategies import PLANNERS
 from gcbench.sim.iteration import Costs, Plan, _Ctx, _lower, fuse
 from gcbench.sim.options import PRESETS, Option
 from gcbench.zoo.profile import ModelProfile
@@ -167,30 +168,17 @@ def _hipress(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
     return [Step(Plan(buckets, options, elements), costs)]
 
 
-# The planner's strategies (`gcbench.plan.strategies`), imported when first used.
-@register("bytecomp-greedy")
-def _bytecomp_greedy(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    from gcbench.plan.strategies import bytecomp_greedy
+# The planner's strategies (`gcbench.plan.strategies`: bytecomp, bytecomp-greedy,
+# upper-bound, brute-force), imported when first used.
+def _planned(name: str) -> Builder:
+    def build(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
+        from gcbench.plan import strategies as planned
 
-    return bytecomp_greedy(cell, profile, costs)
+        builder: Builder = getattr(planned, name.replace("-", "_"))
+        return builder(cell, profile, costs)
 
-
-@register("bytecomp")
-def _bytecomp(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    from gcbench.plan.strategies import bytecomp
-
-    return bytecomp(cell, profile, costs)
+    return build
 
 
-@register("upper-bound")
-def _upper_bound(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    from gcbench.plan.strategies import upper_bound
-
-    return upper_bound(cell, profile, costs)
-
-
-@register("brute-force")
-def _brute_force(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    from gcbench.plan.strategies import brute_force
-
-    return brute_force(cell, profile, costs)
+for _name in sorted(PLANNERS):
+    register(_name)(_planned(_name))
