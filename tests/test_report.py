@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from gcbench import load_results
 from gcbench.cli import app
-from gcbench.config import Cell, expand
+from gcbench.config import Cell, expand, load_suite
 from gcbench.errors import ConfigError
 from gcbench.report import write_report
 from gcbench.report.figures import breakdown_figure, per_cell
@@ -279,3 +279,46 @@ def test_warnings_are_one_line_each(tmp_path):
     assert df["cell_id"].nunique() == 4
     lines = [str(w.message) for w in caught if w.category is ResultsWarning]
     assert len(lines) == 2 and all("\n" not in line for line in lines)
+
+
+def test_gap_to_upper_bound_pairs_each_strategy_with_the_bound_of_its_cell():
+    """ByteComp Fig. 13's view: ratios against the upper bound of the same workload, the
+    same compressor for strategies that take one; strategies without a compressor pair
+    with every compressor's bound. Checked against the simulator directly."""
+    from gcbench.report.figures import gap_figure, gap_to_upper_bound
+    from gcbench.sim import simulate_cell
+
+    from conftest import write
+
+    base = (
+        "name: gap\nrepetitions: 1\ngrid:\n  model: [tiny-mlp]\n"
+        "  compressor: [dgc-1pct, randomk-1pct]\n"
+        "  strategy: [fp32, allgather, bytecomp, upper-bound]\n"
+        "  network: [{inter_gbps: 10}, {inter_gbps: 100}]\n"
+        "  cluster: [{machines: 2, gpus_per_machine: 4}]\n"
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cells = expand(load_suite(write(Path(tmp), "gap.yaml", base)))
+    rows = []
+    for c in cells:
+        rows += cell_rows(c, "gap", repetitions=2)
+    gaps = gap_to_upper_bound(pd.DataFrame(rows))
+    # 2 networks x 2 compressors bounds; per bound: fp32, allgather, bytecomp
+    assert len(gaps) == 12
+    assert sorted(gaps.groupby("strategy").size().items()) == [
+        ("allgather", 4), ("bytecomp", 4), ("fp32", 4)]  # fmt: skip
+    by_id = {c.id: c for c in cells}
+    for _, g in gaps.iterrows():
+        bound, other = by_id[g["bound_cell_id"]], by_id[g["cell_id"]]
+        assert other.network == bound.network
+        if other.strategy != "fp32":
+            assert other.compressor == bound.compressor
+        want = simulate_cell(other).metrics["iteration_s"] / simulate_cell(bound).metrics[
+            "iteration_s"]  # fmt: skip
+        assert g["ratio"] == pytest.approx(want, rel=1e-12)
+        assert g["ratio"] >= 1 - 1e-12  # every strategy here is a candidate of the bound
+    fig = gap_figure(pd.DataFrame(rows))
+    assert len(fig.data) == 3 and all(len(t.x) == 4 for t in fig.data)
+    assert "aggregate" in fig.layout.title.text

@@ -228,3 +228,63 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
         margin={"b": 40},
     )
     return fig
+
+
+# Columns that tell a cell's workload and hardware apart, for matching strategies with
+# `upper-bound` on the same cell: all but the strategy, the compressor (strategies without
+# one, or with their own, are compared with every compressor's bound) and the CPU servers
+# (which upper-bound never uses).
+_BOUND_SKIP = ("strategy", "compressor", "cpu_servers", "server_gbps", "summation_gbs")
+
+
+def gap_to_upper_bound(df: pd.DataFrame) -> pd.DataFrame:
+    """ByteComp Fig. 13's data: for every ok `upper-bound` cell and every other strategy
+    run on the same workload and hardware (the same compressor, for strategies that take
+    one), that strategy's mean iteration ÷ the bound's. Columns: `strategy`, `ratio`,
+    `bound_cell_id`, `cell_id`."""
+    columns = ["strategy", "ratio", "bound_cell_id", "cell_id"]
+    if df.empty or "upper-bound" not in set(df["strategy"]):
+        return pd.DataFrame(columns=columns)
+    ok = df[df["status"] == "ok"]
+    means = ok.groupby("cell_id", sort=False).agg(
+        {"iteration_s": "mean", **{c: "first" for c in CONFIG_COLUMNS}}
+    )
+    keys = [c for c in CONFIG_COLUMNS if c not in _BOUND_SKIP and c not in DERIVED]
+    bounds = means[means["strategy"] == "upper-bound"]
+    others = means[means["strategy"] != "upper-bound"]
+    rows = []
+    for bound_id, bound in bounds.iterrows():
+        same = (others[keys].fillna("") == bound[keys].fillna("")).all(axis=1)
+        matched = others[same]
+        taken = matched["compressor_kind"].isin(("none", "powersgd", "acpsgd", "covap"))
+        matched = matched[taken | (matched["compressor"] == bound["compressor"])]
+        for cell_id, row in matched.iterrows():
+            rows.append((row["strategy"], row["iteration_s"] / bound["iteration_s"], bound_id,
+                         cell_id))  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def gap_figure(df: pd.DataFrame) -> go.Figure:
+    """ByteComp Fig. 13's view: per strategy, the CDF over cells of its iteration time ÷
+    upper-bound's on the same cell (1 = the bound; left is better)."""
+    gaps = gap_to_upper_bound(df)
+    fig = go.Figure()
+    for strategy, part in gaps.groupby("strategy", sort=True):
+        ratios = sorted(part["ratio"])
+        n = len(ratios)
+        fig.add_trace(
+            go.Scatter(
+                x=ratios,
+                y=[(i + 1) / n for i in range(n)],
+                mode="lines",
+                line_shape="hv",
+                name=f"{strategy} ({n} cells)",
+            )
+        )
+    fig.update_layout(
+        title="Iteration time ÷ upper-bound's on the same cell (CDF over cells; an aggregate)",
+        xaxis_title="iteration time / upper-bound",
+        yaxis_title="fraction of cells",
+        yaxis_range=[0, 1],
+    )
+    return fig
