@@ -666,6 +666,14 @@ def simulate(
             "`gcbench options` lists, e.g. 'intra:rs gc inter:ag* gd intra:ag'.",
         ),
     ] = None,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            help="Time this plan (a gcbench plan record: `gcbench plan --json` output or "
+            "a stored plans/<cell-id>.json.gz) instead of a strategy's.",
+        ),
+    ] = None,
     fusion: Annotated[str, typer.Option("--fusion", help="ddp, tensor, or fixed:<bytes>.")] = "ddp",
     compressor: Annotated[
         str | None,
@@ -726,10 +734,13 @@ def simulate(
     breakdown. Every network and cluster field of a suite cell has a flag, validated as
     in suites. --trace writes the timeline for chrome://tracing or Perfetto."""
     with _errors():
-        if option is not None and strategy is not None:
-            raise ConfigError(["--option replaces the strategy: give --strategy or --option"])
-        # an option runs with any compressor, as under the allgather strategy
-        strategy = strategy or ("allgather" if option is not None else "fp32")
+        given = [f for f, v in (("--strategy", strategy), ("--option", option),
+                                ("--plan", plan_file)) if v is not None]  # fmt: skip
+        if len(given) > 1:
+            raise ConfigError([f"{' and '.join(given)}: give one of --strategy, --option, --plan"])
+        # an option or a plan runs with any compressor, as under the allgather strategy
+        replaced = option is not None or plan_file is not None
+        strategy = strategy or ("allgather" if replaced else "fp32")
         cell = _flags_cell({**locals(), "strategy": strategy})
         from gcbench.sim.chrome import chrome_trace, shown_note, symmetric_spans
         from gcbench.sim.costs import simulate_cell
@@ -739,11 +750,23 @@ def simulate(
             from gcbench.sim.options import Option
 
             chosen = Option.parse(option)
-        if compressor is not None:
+        planned = None
+        if plan_file is not None:
+            from gcbench.compress.specs import ADDITIVE
+            from gcbench.plan.io import read_plan_file
+            from gcbench.sim.costs import cell_profile
+
+            planned = read_plan_file(
+                plan_file,
+                cell_profile(cell),
+                additive=cell.compressor.kind in ADDITIVE,
+                compressor=cell.compressor.label(),
+            )
+        if compressor is not None and planned is None:
             _compressor_used(compressor, cell, chosen)
         if trace is not None:
             _writable(trace, "--trace")
-        result = simulate_cell(cell, chosen)
+        result = simulate_cell(cell, chosen, planned)
         if trace is not None:
             from gcbench.files import atomic_write
 
@@ -757,13 +780,22 @@ def simulate(
     m = result.metrics
     if json_out:
         flat = cell.flat()
-        if chosen is not None:
-            flat["strategy"] = None  # replaced by the option
-        out = {"cell": flat, "option": chosen.name if chosen else None, "metrics": m}
+        if chosen is not None or planned is not None:
+            flat["strategy"] = None  # replaced by the option or the plan
+        out = {
+            "cell": flat,
+            "option": chosen.name if chosen else None,
+            "plan": str(plan_file) if plan_file else None,
+            "metrics": m,
+        }
         typer.echo(_dumps(out, indent=1, default=str))
         return
     unit = m["sample_unit"]
-    how = f"option {chosen.name}" if chosen is not None else cell.strategy
+    how = (
+        f"option {chosen.name}"
+        if chosen is not None
+        else (f"plan {plan_file}" if plan_file is not None else cell.strategy)
+    )
     typer.echo(
         f"{model} · {how} · {cell.compressor.label()} · {machines}x{gpus_per_machine} "
         f"{intra} · {inter_gbps:g} Gbps · {device}"
@@ -887,7 +919,8 @@ def _plan_signature() -> None:
     import inspect
 
     sig = inspect.signature(simulate, eval_str=True)  # typer reads evaluated annotations
-    params = [p for name, p in sig.parameters.items() if name not in ("option", "trace")]
+    dropped = ("option", "trace", "plan_file")
+    params = [p for name, p in sig.parameters.items() if name not in dropped]
     help_ = "bytecomp (default), bytecomp-greedy, brute-force (at most 10 tensors), upper-bound."
     strategy = Annotated[str | None, typer.Option("--strategy", help=help_, show_default=False)]
     params = [p.replace(annotation=strategy) if p.name == "strategy" else p for p in params]

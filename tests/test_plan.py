@@ -312,3 +312,59 @@ def test_algorithm2_offloads_everything_when_the_gpu_is_slow_and_the_cpu_free():
     fast_gpu = replace(costs, compress_s=lambda n: 0.0, decompress_s=lambda n: 0.0,
                        cpu_compress_s=lambda n: 1.0, cpu_decompress_s=lambda n: 1.0)  # fmt: skip
     assert algorithm2(profile, fast_gpu, options).options == options
+
+
+# --- simulate --plan -----------------------------------------------------------------------
+
+
+def test_a_stored_plan_times_the_same_through_simulate_plan(tmp_path):
+    """The plan record round-trips: `gcbench plan --json` output, and the gzipped stored
+    form, give `simulate --plan` the planner's own iteration time."""
+    import gzip
+    import json
+
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    flags = ["--model", "resnet50", "--inter-gbps", "10", "--machines", "4",
+             "--compressor", "dgc", "--cpu-cores", "2"]  # fmt: skip
+    out = CliRunner().invoke(app, ["plan", *flags, "--json"]).stdout
+    (tmp_path / "p.json").write_text(out)
+    stored = gzip.compress(json.dumps(json.loads(out)["plan"]).encode())
+    (tmp_path / "p.json.gz").write_bytes(stored)
+    want = json.loads(out)["plan"]["predicted_iteration_s"]
+    for name in ("p.json", "p.json.gz"):
+        r = CliRunner().invoke(app, ["simulate", *flags, "--plan", str(tmp_path / name), "--json"])
+        assert r.exit_code == 0, r.output
+        got = json.loads(r.stdout)
+        assert got["metrics"]["iteration_s"] == want and got["cell"]["strategy"] is None
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda p: p.update(format="x"), "not a gcbench plan"),
+        (lambda p: p.update(version=2), "plan version 2"),
+        (lambda p: p["tensors"].pop(), "the plan's 160 tensors are not resnet50's 161"),
+        (lambda p: p["buckets"].reverse(), "every tensor once, in gradient order"),
+        (lambda p: p["buckets"][0].update(option="flat:ar*"), "flat:ar*"),
+        (lambda p: p["buckets"][0].update(option="flat:zz"), "bad token"),
+        (lambda p: p.pop("buckets"), "malformed plan"),
+    ],
+)
+def test_a_bad_plan_file_is_one_line(tmp_path, edit, message):
+    import json
+
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    flags = ["--model", "resnet50", "--inter-gbps", "10", "--machines", "4", "--compressor",
+             "dgc"]  # fmt: skip
+    plan = json.loads(CliRunner().invoke(app, ["plan", *flags, "--json"]).stdout)["plan"]
+    edit(plan)
+    (tmp_path / "bad.json").write_text(json.dumps(plan))
+    r = CliRunner().invoke(app, ["simulate", *flags, "--plan", str(tmp_path / "bad.json")])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip().count("\n") == 0 and message in r.stderr, r.stderr

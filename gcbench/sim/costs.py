@@ -177,15 +177,23 @@ def plan_for(cell: Cell, profile: ModelProfile, option: Option | None = None) ->
     return Plan.uniform(fuse(profile, cell.fusion), option)
 
 
-def simulate_cell(cell: Cell, option: Option | None = None) -> SimResult:
-    """Simulate one iteration of `cell` (every bucket with `option` when given, else the
-    cell's strategy, `gcbench.sim.strategies`); a periodic strategy's metrics are the
-    weighted mean over its period and its spans those of the first step."""
+def simulate_cell(
+    cell: Cell, option: Option | None = None, plan: Plan | None = None
+) -> SimResult:
+    """Simulate one iteration of `cell` (every bucket with `option` when given, or `plan`
+    when given, else the cell's strategy, `gcbench.sim.strategies`); a periodic
+    strategy's metrics are the weighted mean over its period and its spans those of the
+    first step."""
     from gcbench.sim.strategies import BUILDERS, Step
 
     profile = cell_profile(cell)
+    if plan is not None:
+        option = next((o for o in plan.options if o is not None and o.compressed), None)
+        option = option or PRESETS["fp32"]
     costs = costs_for(cell, option)
-    if option is not None:
+    if plan is not None:
+        steps = [Step(plan, costs)]
+    elif option is not None:
         steps = [Step(Plan.uniform(fuse(profile, cell.fusion), option), costs)]
     else:
         steps = BUILDERS[cell.strategy](cell, profile, costs)
@@ -194,13 +202,13 @@ def simulate_cell(cell: Cell, option: Option | None = None) -> SimResult:
     metrics["planner_s"] = steps[0].planner_s
     from gcbench.config.strategies import PLANNERS
 
-    plan = None
+    record = None
     metrics["plan_file"] = ""
-    if option is None and cell.strategy in PLANNERS:
-        plan = plan_record(cell, profile, steps[0].plan, metrics)
-        plan["planner_parts"] = dict(steps[0].planner_parts)
+    if plan is None and option is None and cell.strategy in PLANNERS:
+        record = plan_record(cell, profile, steps[0].plan, metrics)
+        record["planner_parts"] = dict(steps[0].planner_parts)
         metrics["plan_file"] = f"plans/{cell.id}.json.gz"
-    return SimResult(metrics, results[0].spans(), plan)
+    return SimResult(metrics, results[0].spans(), record)
 
 
 def plan_record(
