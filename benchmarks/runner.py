@@ -1,6 +1,13 @@
 """End-to-end costs of the foundation, measured side by side in one run.
 
     python benchmarks/runner.py
+    python benchmarks/runner.py --suite suites/nvlink100.yaml   # Ray's overhead on a suite
+
+With `--suite`: the suite through `gcbench run` (local Ray, reports off) against the same
+cells simulated in-process with their writes (the Records and traces and plans written
+by `RunStore`, one process, cold caches), and Ray's start-up and shutdown alone; Ray's
+overhead = (run - start-up - in-process) / in-process. Issue #13 asks <= 20% on
+nvlink100, and the whole run <= 2 minutes here.
 
 Prints: how long rejecting a bad suite takes (a `gcbench validate` process against a bare
 `python -c pass`), and what the smoke suite costs end to end through `gcbench run` versus
@@ -30,9 +37,11 @@ BAD = {
 }
 
 
-def wall(cmd: list[str], cwd: Path) -> float:
+def wall(cmd: list[str], cwd: Path, check: bool = False) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, capture_output=True)
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-2000:]}")
     return time.perf_counter() - start
 
 
@@ -89,5 +98,56 @@ def main() -> None:
         print(f"  ratio end-to-end / in-process cold: {e2e / cold:.1f}x")
 
 
+def suite_overhead(path: Path) -> None:
+    import gcbench
+    from gcbench.config import expand, load_suite
+    from gcbench.results.schema import record
+    from gcbench.results.store import RunStore
+    from gcbench.runner import execute_cell
+
+    suite = load_suite(path)
+    cells = expand(suite)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        start_ray = wall(
+            [sys.executable, "-c", "from gcbench.runner.local import connect; connect("
+             "num_cpus=2); import ray; ray.shutdown()"],
+            tmpdir,
+            check=True,
+        )  # fmt: skip
+        start = time.perf_counter()
+        store, _ = RunStore.open(tmpdir / "inproc", suite.name)
+        for c in cells:
+            rows, spans, plan = execute_cell(c, suite.repetitions)
+            rows = [
+                record(suite=suite.name, cell_id=c.id, config=c.flat(), metrics=r, error=None,
+                       repetition=r["repetition"], gcbench_version=gcbench.__version__,
+                       run_id=store.run_id, meta={})
+                for r in rows
+            ]  # fmt: skip
+            store.write_cell(c.id, rows, spans, plan)
+        inproc = time.perf_counter() - start
+        runs = {}
+        for cpus in (1, 2):
+            runs[cpus] = wall(
+                [sys.executable, "-m", "gcbench", "run", str(path), "--results",
+                 str(tmpdir / f"r{cpus}"), "--no-report", "--num-cpus", str(cpus)],
+                tmpdir,
+                check=True,
+            )  # fmt: skip
+    print(f"{path.name}: {len(cells)} cells x {suite.repetitions} repetitions")
+    print(f"  in-process with writes: {inproc:.1f} s (one process, one core)")
+    print(f"  Ray start-up and shutdown alone: {start_ray:.1f} s")
+    for cpus, e2e in runs.items():
+        over = (e2e - start_ray - inproc) / inproc
+        print(
+            f"  gcbench run, local Ray with {cpus} CPU(s), no report: {e2e:.1f} s; "
+            f"(run - start-up - in-process) / in-process = {over:+.1%}"
+        )
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--suite":
+        suite_overhead(Path(sys.argv[2]).resolve())
+    else:
+        main()
