@@ -724,6 +724,14 @@ def simulate(
         int | None, _opt("--seq-len", "Sequence length (sequence models; default the zoo's).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="Device-table entry.")] = "v100",
+    compressor_costs: Annotated[
+        Path | None,
+        _opt(
+            "--compressor-costs",
+            "A GPU compressor cost table (gcbench bench compressors --torch-device cuda "
+            "--out FILE) for --device, instead of its roofline.",
+        ),
+    ] = None,
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Write a Chrome trace (Trace Event Format).")
     ] = None,
@@ -852,6 +860,9 @@ def _flags_cell(given: dict[str, Any]) -> Any:
                 "device": given["device"],
                 "network": pick(NETWORK_FLAGS),
                 "cluster": pick(CLUSTER_FLAGS),
+                "compressor_costs": (
+                    None if given["compressor_costs"] is None else str(given["compressor_costs"])
+                ),
             }
         )
     except ValidationError as e:
@@ -935,8 +946,8 @@ _plan_signature()
 def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:
     """The `simulate` flag a Cell validation error at `loc` is about."""
     parts = [str(x) for x in loc]
-    if not parts:
-        return "--strategy"  # a rule across fields: the strategy's pairs
+    if not parts:  # a rule across fields: the strategy's pairs, or the cost table's device
+        return "--compressor-costs" if "compressor cost table" in msg else "--strategy"
     tables = {"model": MODEL_FLAGS, "network": NETWORK_FLAGS, "cluster": CLUSTER_FLAGS}
     if parts[0] not in tables:
         return "--" + parts[0].replace("_", "-")  # compressor, strategy, fusion, device

@@ -177,6 +177,7 @@ def iter_cells(
             device=suite.device,
             mode=suite.mode,
             seed=suite.seed,
+            compressor_costs=suite.compressor_costs,
         )
         if not (suite.include or suite.exclude or only):
             yield cell

@@ -152,6 +152,63 @@ def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str,
     return {**defaults, **data, "profile": f"{path}{sep}{selector}", "profile_sha256": digest}
 
 
+MAX_COSTS_BYTES = 4 * 1024 * 1024  # a table of every kind at 9 sizes is ~40 kB
+
+
+def _wrong_device(costs: CompressorCosts, device: str) -> str:
+    return (
+        f"the compressor cost table {costs.file} was measured on {costs.device_key}, and "
+        f"the device is {device}"
+    )
+
+
+class CompressorCosts(_Frozen):
+    """A compressor cost table measured on a GPU (`gcbench bench compressors
+    --torch-device cuda --out FILE`), used instead of the device's roofline table for the
+    compression and decompression a cell runs on its GPUs. The path is relative to the
+    suite file; its sha256 is filled in so that results follow the file's content, and
+    the GPU it was measured on (`device_key`) must be the cell's device."""
+
+    file: str = Field(description="the table's path (relative to the suite file)")
+    sha256: str | None = Field(None, description="filled in from the file")
+    device_key: str | None = Field(None, description="filled in: the GPU measured")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, str):
+            data = {"file": data}
+        if not (isinstance(data, dict) and isinstance(data.get("file"), str)):
+            return data
+        from gcbench.compress.costs import table_from_json
+        from gcbench.errors import ConfigError
+        from gcbench.zoo.profile_io import read_limited
+
+        path = Path(data["file"]).expanduser()
+        base_dir = (info.context or {}).get("base_dir")
+        if not path.is_absolute() and base_dir is not None:
+            path = Path(base_dir) / path
+        path = path.resolve()
+        try:
+            raw = read_limited(path, MAX_COSTS_BYTES, "compressor cost table")
+        except ConfigError as e:
+            raise ValueError(e.messages[0]) from None
+        try:
+            table = table_from_json(json.loads(raw))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{path}: not a gcbench compressor cost table ({e})") from None
+        if table.device_key is None:
+            raise ValueError(
+                f"{path}: measured on {table.device}, which is not in the device table; "
+                "it names no device a cell can use"
+            )
+        return {
+            "file": str(path),
+            "sha256": hashlib.sha256(raw).hexdigest(),
+            "device_key": table.device_key,
+        }
+
+
 # Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
 # V100 has 6 links x 25 GB/s; a PCIe 3.0 x16 slot 15.75 GB/s.
 INTRA_DEFAULT_GBS = {"nvlink": 150.0, "pcie": 15.75}
@@ -458,9 +515,21 @@ class Suite(_Frozen):
     seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
     repetitions: int = Field(1, ge=1, le=1000)
     device: DeviceName = "v100"
+    compressor_costs: CompressorCosts | None = Field(
+        None,
+        description="a GPU compressor cost table (gcbench bench compressors --torch-device "
+        "cuda --out FILE) for the suite's device, instead of its roofline",
+    )
     grid: Grid
     include: list[Filter] = Field(default_factory=list)
     exclude: list[Filter] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _costs_for_this_device(self) -> Suite:
+        c = self.compressor_costs
+        if c is not None and c.device_key != self.device:
+            raise ValueError(_wrong_device(c, self.device))
+        return self
 
     @field_validator("mode")
     @classmethod
@@ -491,6 +560,14 @@ class Cell(_Frozen):
     device: DeviceName = "v100"
     mode: Literal["simulate"] = "simulate"
     seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
+    compressor_costs: CompressorCosts | None = None
+
+    @model_validator(mode="after")
+    def _costs_for_this_device(self) -> Cell:
+        c = self.compressor_costs
+        if c is not None and c.device_key != self.device:
+            raise ValueError(_wrong_device(c, self.device))
+        return self
 
     @model_validator(mode="after")
     def _valid_pairs(self) -> Cell:
@@ -518,6 +595,7 @@ class Cell(_Frozen):
     def flat(self) -> dict[str, Any]:
         """The cell's config columns, as Records and filters see them."""
         n, c = self.network, self.cluster
+        costs = None if self.compressor_costs is None else self.compressor_costs.file
         return {
             "model": self.model.name,
             "batch_size": self.model.batch_size,
@@ -546,4 +624,5 @@ class Cell(_Frozen):
             "device": self.device,
             "mode": self.mode,
             "seed": self.seed,
+            "compressor_costs": costs,
         }

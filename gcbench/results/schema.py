@@ -48,6 +48,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "device",
     "mode",
     "seed",
+    "compressor_costs",
 )
 
 # What a backend measures for one iteration (DESIGN §5 Metrics), with its meaning.

@@ -17,6 +17,7 @@ from typing import Any
 from gcbench.comm import Link, Machine, nvlink_machine, pcie_machine
 from gcbench.config.models import Cell
 from gcbench.config.strategies import STRATEGIES, canonical
+from gcbench.errors import ConfigError
 from gcbench.sim.iteration import Costs, Plan, fuse, simulate
 from gcbench.sim.options import PRESETS, Option
 from gcbench.sim.trace import Span
@@ -140,6 +141,12 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
 
     table, cpu = gpu_table(cell.device), gpu_table("cpu")
     kind = cell.compressor.kind
+    if cell.compressor_costs is not None:  # measured on this GPU: replaces the roofline
+        table = _measured_table(cell.compressor_costs.file, cell.compressor_costs.sha256)
+        if kind not in table.compress:
+            raise ConfigError(
+                [f"compressor_costs: {cell.compressor_costs.file} has no {kind} costs"]
+            )
     compressor = create(kind, **cell.compressor.params())
     comp, dec = table.compress[kind], table.decompress[kind]
     cpu_comp, cpu_dec = cpu.compress[kind], cpu.decompress[kind]
@@ -165,6 +172,14 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
     if hasattr(compressor, "wire_bytes_for_shape"):  # low-rank: factors follow each shape
         out["tensor_round_bytes"] = round_bytes(cell, cell_profile(cell))
     return out
+
+
+@lru_cache(maxsize=8)
+def _measured_table(path: str, sha256: str | None) -> Any:
+    """A measured cost table (cached per path and content)."""
+    from gcbench.compress.costs import read_table
+
+    return read_table(path)
 
 
 def plan_for(cell: Cell, profile: ModelProfile, option: Option | None = None) -> Plan:
