@@ -1,6 +1,7 @@
 """The ByteComp planner against what it could have chosen, in-process (no Ray).
 
-    python benchmarks/planner.py [--suites] [--brute] [--offload] [--instances 200] [--seed 0]
+    python benchmarks/planner.py [--suites] [--brute] [--offload] [--speed]
+                                 [--instances 200] [--seed 0]
 
 Every part by default.
 
@@ -23,6 +24,10 @@ Every part by default.
    GPU-compressed tensors of a few sizes (random cluster, network, CPU pool), Lemma 1's
    order (farthest from the output first) and the authors' (nearest first) against the
    unrestricted search over all 2^|T| offload subsets: match rate and worst gap.
+
+4. **Speed**: Algorithm 1 with candidates timed by the full simulator against the exact
+   kernel (`gcbench.sim.kernel`), interleaved, the same plan checked, and Algorithm 2,
+   on resnet101, bert-base, gpt2 and ugatit (8 x 8 V100, 100 Gbps, dgc, 48 cores).
 
 What it compares: plans, all timed by gcbench's simulator; not against measurements.
 """
@@ -230,21 +235,66 @@ def offload(instances: int, seed: int) -> None:
         )
 
 
+def speed(repeats: int = 5) -> None:
+    """Planner time per model: Algorithm 1 scoring candidates with the full simulator
+    (naive) and with the exact kernel, interleaved, median of `repeats`; Algorithm 2 after
+    the kernel's plan; the same plan both ways (checked)."""
+    from gcbench.plan.offload import algorithm2
+    from gcbench.plan.strategies import BUCKETS, OFFLOAD_ORDER
+
+    print(
+        "planner speed: 8 x 8 V100 NVLink, 100 Gbps, dgc 1%, 48 CPU cores a machine "
+        f"(zoo profiles), median of {repeats}, naive and kernel interleaved"
+    )
+    print(f"  {'model':16s} {'tensors':>7s} {'naive A1 ms':>11s} {'kernel A1 ms':>12s} "
+          f"{'speed-up':>8s} {'A2 ms':>7s} {'candidates':>10s}")  # fmt: skip
+    for model in ("resnet101", "bert-base", "gpt2", "ugatit"):
+        c = Cell.model_validate(
+            {
+                "model": model,
+                "compressor": "dgc-1pct",
+                "network": {"intra": "nvlink", "intra_gbs": 150, "inter_gbps": 100},
+                "cluster": {"machines": 8, "gpus_per_machine": 8, "cpu_cores": 48},
+                "strategy": "bytecomp",
+            }
+        )
+        profile, costs = cell_profile(c), costs_for(c)
+        naive_t, fast_t, a2_t = [], [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            naive = greedy(profile, costs, buckets=BUCKETS, kernel=False)
+            t1 = time.perf_counter()
+            fast = greedy(profile, costs, buckets=BUCKETS)
+            t2 = time.perf_counter()
+            algorithm2(profile, costs, fast.options, order=OFFLOAD_ORDER)
+            t3 = time.perf_counter()
+            assert naive.options == fast.options
+            naive_t.append(t1 - t0)
+            fast_t.append(t2 - t1)
+            a2_t.append(t3 - t2)
+        n, f, a = (statistics.median(v) * 1e3 for v in (naive_t, fast_t, a2_t))
+        print(f"  {model:16s} {len(profile.tensors):7d} {n:11.1f} {f:12.1f} {n / f:7.1f}x "
+              f"{a:7.1f} {fast.simulations:10,d}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suites", action="store_true")
     parser.add_argument("--brute", action="store_true")
     parser.add_argument("--offload", action="store_true")
+    parser.add_argument("--speed", action="store_true")
     parser.add_argument("--instances", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    every = not (args.suites or args.brute or args.offload)
+    every = not (args.suites or args.brute or args.offload or args.speed)
     if args.suites or every:
         suites()
     if args.brute or every:
         brute(args.instances, args.seed)
     if args.offload or every:
         offload(args.instances, args.seed)
+    if args.speed or every:
+        speed()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import Case, cases
 
 from gcbench.config import Cell
 from gcbench.errors import PlanError
@@ -368,3 +370,54 @@ def test_a_bad_plan_file_is_one_line(tmp_path, edit, message):
     r = CliRunner().invoke(app, ["simulate", *flags, "--plan", str(tmp_path / "bad.json")])
     assert r.exit_code == 2, r.output
     assert r.stderr.strip().count("\n") == 0 and message in r.stderr, r.stderr
+
+
+# --- the exact kernel ----------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_the_kernel_equals_the_simulator_on_random_plans(case: Case):
+    """Random synthetic models, clusters, costs and plans with any option of the whole
+    space (CPU placements, hierarchical, fp16): the kernel's iteration time is the full
+    simulator's, to the bit, whether its lowering cache is cold or warm."""
+    from gcbench.sim.kernel import Kernel
+
+    want = simulate(case.profile, case.costs, case.plan).iteration_s
+    kernel = Kernel(case.profile, case.costs)
+    assert kernel.iteration_s(case.plan) == want
+    assert kernel.iteration_s(case.plan) == want  # from the cache
+
+
+def _planner_cases():
+    import random
+
+    out = []
+    for model in ("lstm", "vgg16"):
+        c = cell(model=model, network={"inter_gbps": 25, "intra": "pcie"},
+                 cluster={"machines": 8, "cpu_cores": 4})  # fmt: skip
+        out.append((model, cell_profile(c), costs_for(c)))
+    rng = random.Random(7)
+    for k in range(20):
+        n = rng.randint(2, 24)
+        sizes = [rng.choice([2**12, 2**16, 2**20, 2**22]) for _ in range(n)]
+        profile = toy(sizes, [rng.uniform(0.1e-3, 4e-3) for _ in range(n)])
+        c = cell(compressor=rng.choice(["dgc-1pct", "randomk-1pct", "efsignsgd"]),
+                 network={"inter_gbps": rng.choice([10, 25, 100])},
+                 cluster={"machines": rng.choice([2, 4, 8]),
+                          "cpu_cores": rng.choice([2, 16])})  # fmt: skip
+        out.append((f"random-{k}", profile, costs_for(c)))
+    return out
+
+
+@pytest.mark.parametrize("case", _planner_cases(), ids=lambda c: c[0])
+def test_the_kernel_planner_returns_the_naive_planners_plan(case):
+    """Issue #13: the planner scoring candidates with the cached kernel returns exactly the
+    plan of Algorithm 1 re-simulating every candidate with the full simulator."""
+    _, profile, costs = case
+    for buckets in (False, True):
+        naive = greedy(profile, costs, buckets=buckets, kernel=False)
+        fast = greedy(profile, costs, buckets=buckets)
+        assert fast.options == naive.options
+        assert fast.iteration_s == naive.iteration_s
+        assert fast.removed == naive.removed

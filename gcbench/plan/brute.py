@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from gcbench.errors import PlanError
 from gcbench.plan.greedy import NONE, fused_plan
-from gcbench.sim.iteration import Costs, Plan, simulate
+from gcbench.sim.iteration import Costs, Plan
+from gcbench.sim.kernel import Kernel
 from gcbench.sim.options import PRESETS, Option
 from gcbench.zoo.profile import ModelProfile
 
@@ -50,10 +51,11 @@ def brute_force(
         )
     total = len(space) ** n
     best: Optimum | None = None
+    kernel = Kernel(profile, costs)  # exact, and its lowerings are shared
     for combo in itertools.product(space, repeat=n):
         options = list(combo)
         plan = fused_plan(profile, options, fusion)
-        s = simulate(profile, costs, plan, keep_jobs=False).iteration_s
+        s = kernel.iteration_s(plan)
         if best is None or s < best.iteration_s:
             best = Optimum(options, plan, s, 0)
     assert best is not None

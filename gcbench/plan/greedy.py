@@ -44,6 +44,7 @@ from gcbench.sim.iteration import (
     parse_fusion,
     simulate,
 )
+from gcbench.sim.kernel import Kernel
 from gcbench.sim.options import PRESETS, Option
 from gcbench.zoo.profile import ModelProfile
 
@@ -128,26 +129,42 @@ def greedy(
     passes: int = 1,
     fusion: str = "ddp",
     buckets: bool = False,
+    kernel: bool = True,
 ) -> Greedy:
     """Algorithm 1 over `space`, every tensor starting at `start` (no compression);
     `passes` > 1 repeats the loop over the tensors while a pass changes something;
     `buckets` adds, for each option, the candidate where the tensor's whole current
-    bucket takes it (a tensor alone would split its bucket)."""
+    bucket takes it (a tensor alone would split its bucket). Candidates are timed by the
+    exact kernel (`sim.kernel`), or with `kernel=False` each by the full simulator (the
+    naive planner the tests compare with); the full simulator also times each accepted
+    strategy, for the bubbles of its timeline."""
     t0 = time.perf_counter()
     options = [start] * len(profile.tensors)
     sims = 0
+    fast = Kernel(profile, costs) if kernel else None
 
-    def run(opts: list[Option]) -> tuple[float, Plan, list[object]]:
-        nonlocal sims
-        sims += 1
+    def full(opts: list[Option]) -> tuple[float, Plan, list[object]]:
         plan = fused_plan(profile, opts, fusion)
         result = simulate(profile, costs, plan)
         return result.iteration_s, plan, result.jobs  # type: ignore[return-value]
 
-    best_s, plan, jobs = run(options)
+    def run(opts: list[Option]) -> tuple[float, Plan, list[object] | None]:
+        nonlocal sims
+        sims += 1
+        if fast is None:
+            return full(opts)
+        plan = fused_plan(profile, opts, fusion)
+        return fast.iteration_s(plan), plan, None
+
+    best_s, plan, jobs0 = full(options)
+    jobs: list[object] | None = jobs0
+    sims += 1
     removed: set[int] = set()
 
     def remove() -> None:  # Remove(S, G): uncompressed tensors before a bubble
+        nonlocal jobs
+        if jobs is None:  # timed by the kernel: the full simulator gives the timeline
+            jobs = full(options)[2]
         for i in before_bubbles(plan, jobs):
             if options[i] == start:
                 removed.add(i)

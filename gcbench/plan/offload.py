@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from gcbench.plan.greedy import fused_plan
-from gcbench.sim.iteration import Costs, Plan, simulate
+from gcbench.sim.iteration import Costs, Plan
+from gcbench.sim.kernel import Kernel
 from gcbench.sim.options import Op, Option
 from gcbench.zoo.profile import ModelProfile
 
@@ -68,9 +69,10 @@ def groups(profile: ModelProfile, options: Sequence[Option], order: Order) -> li
     return out
 
 
-def _time(profile: ModelProfile, costs: Costs, options: list[Option], fusion: str) -> float:
-    plan = fused_plan(profile, options, fusion)
-    return simulate(profile, costs, plan, keep_jobs=False).iteration_s
+def _timer(profile: ModelProfile, costs: Costs, fusion: str) -> Callable[[list[Option]], float]:
+    """Times a strategy with the exact kernel (`sim.kernel`), its lowerings shared."""
+    kernel = Kernel(profile, costs)
+    return lambda options: kernel.iteration_s(fused_plan(profile, options, fusion))
 
 
 def _apply(options: Sequence[Option], grouped: list[list[int]], u: Sequence[int]) -> list[Option]:
@@ -93,11 +95,12 @@ def algorithm2(
     nothing wins a tie)."""
     grouped = groups(profile, options, order)
     sims = 0
+    time_of = _timer(profile, costs, fusion)
 
     def run(u: Sequence[int]) -> float:
         nonlocal sims
         sims += 1
-        return _time(profile, costs, _apply(options, grouped, u), fusion)
+        return time_of(_apply(options, grouped, u))
 
     sizes = [len(g) + 1 for g in grouped]
     total = math.prod(sizes)
@@ -127,13 +130,14 @@ def unrestricted(
 ) -> Offload:
     """Every subset of T_gpu offloaded (2^|T_gpu| plans): the reference for Lemma 1."""
     movable = [i for i, o in enumerate(options) if on_gpu(o)]
-    best_opts, best_s, sims = list(options), _time(profile, costs, list(options), fusion), 1
+    time_of = _timer(profile, costs, fusion)
+    best_opts, best_s, sims = list(options), time_of(list(options)), 1
     for r in range(1, len(movable) + 1):
         for subset in itertools.combinations(movable, r):
             trial = list(options)
             for i in subset:
                 trial[i] = offloaded(trial[i])
-            s = _time(profile, costs, trial, fusion)
+            s = time_of(trial)
             sims += 1
             if s < best_s:
                 best_opts, best_s = trial, s

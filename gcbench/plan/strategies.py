@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 from gcbench.plan.greedy import DEFAULT_SPACE, NONE, fused_plan, greedy
 from gcbench.plan.offload import Order, algorithm2
-from gcbench.sim.iteration import Costs, Plan, _zero, simulate
+from gcbench.sim.iteration import Costs, Plan, _zero
+from gcbench.sim.kernel import Kernel
 
 if TYPE_CHECKING:
     from gcbench.config.models import Cell
@@ -70,8 +71,9 @@ def _step(
 
 
 def _best(profile: ModelProfile, costs: Costs, plans: list[Plan]) -> Plan:
-    """The plan with the smallest simulated iteration (the first on a tie)."""
-    times = [simulate(profile, costs, p, keep_jobs=False).iteration_s for p in plans]
+    """The plan with the smallest iteration (the first on a tie), by the exact kernel."""
+    kernel = Kernel(profile, costs)
+    times = [kernel.iteration_s(p) for p in plans]
     return plans[times.index(min(times))]
 
 
