@@ -1,6 +1,6 @@
 """The ByteComp planner against what it could have chosen, in-process (no Ray).
 
-    python benchmarks/planner.py [--suites] [--brute] [--offload] [--speed]
+    python benchmarks/planner.py [--suites] [--brute] [--offload] [--speed] [--space]
                                  [--instances 200] [--seed 0]
 
 Every part by default.
@@ -28,6 +28,9 @@ Every part by default.
 4. **Speed**: Algorithm 1 with candidates timed by the full simulator against the exact
    kernel (`gcbench.sim.kernel`), interleaved, the same plan checked, and Algorithm 2,
    on resnet101, bert-base, gpt2 and ugatit (8 x 8 V100, 100 Gbps, dgc, 48 cores).
+
+5. **Option space** (`--space` only): Algorithm 1 over the 5 named options against all
+   174 GPU paths of the decision tree, on lstm, vgg16, resnet50 and gpt2.
 
 What it compares: plans, all timed by gcbench's simulator; not against measurements.
 """
@@ -277,16 +280,51 @@ def speed(repeats: int = 5) -> None:
               f"{a:7.1f} {fast.simulations:10,d}")  # fmt: skip
 
 
+def space() -> None:
+    """What the whole option space would gain: Algorithm 1 over the 5 named options
+    against all 174 GPU paths of ByteComp's decision tree (every compression on the GPU),
+    both with bucket candidates and the exact kernel."""
+    from gcbench.plan.greedy import greedy as plan
+    from gcbench.sim.options import enumerate_options
+
+    paths = sorted({o.path for o in enumerate_options(additive=False)}, key=lambda o: o.name)
+    print(f"option space: 5 named options against all {len(paths)} GPU paths (dgc 1%)")
+    for model, gbps, machines in (("lstm", 25, 8), ("vgg16", 25, 8), ("resnet50", 10, 4),
+                                  ("gpt2", 25, 8)):  # fmt: skip
+        c = Cell.model_validate(
+            {
+                "model": model,
+                "compressor": "dgc-1pct",
+                "network": {"inter_gbps": gbps},
+                "cluster": {"machines": machines, "gpus_per_machine": 8},
+                "strategy": "bytecomp",
+            }
+        )
+        profile, costs = cell_profile(c), costs_for(c)
+        t0 = time.perf_counter()
+        named = plan(profile, costs, buckets=True)
+        t1 = time.perf_counter()
+        every = plan(profile, costs, space=paths, buckets=True)
+        t2 = time.perf_counter()
+        print(
+            f"  {model:9s} {machines}x8 {gbps:3d} Gbps: 5 options {named.iteration_s * 1e3:7.1f} "
+            f"ms ({t1 - t0:5.2f} s), {len(paths)} paths {every.iteration_s * 1e3:7.1f} ms "
+            f"({t2 - t1:5.1f} s, {every.simulations:,} candidates): "
+            f"{1 - every.iteration_s / named.iteration_s:+.1%}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suites", action="store_true")
     parser.add_argument("--brute", action="store_true")
     parser.add_argument("--offload", action="store_true")
     parser.add_argument("--speed", action="store_true")
+    parser.add_argument("--space", action="store_true", help="not part of the default run")
     parser.add_argument("--instances", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    every = not (args.suites or args.brute or args.offload or args.speed)
+    every = not (args.suites or args.brute or args.offload or args.speed or args.space)
     if args.suites or every:
         suites()
     if args.brute or every:
@@ -295,6 +333,8 @@ def main() -> None:
         offload(args.instances, args.seed)
     if args.speed or every:
         speed()
+    if args.space:
+        space()
 
 
 if __name__ == "__main__":
