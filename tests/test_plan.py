@@ -229,6 +229,9 @@ def test_plan_command_prints_the_plan_simulate_times():
     assert out["plan"]["predicted_iteration_s"] == json.loads(sim.stdout)["metrics"]["iteration_s"]
     profile = cell_profile(cell())
     assert [t["name"] for t in out["plan"]["tensors"]] == [t.name for t in profile.tensors]
+    parts = out["plan"]["planner_parts"]
+    assert set(parts) == {"algorithm1_s", "algorithm2_s", "algorithm2_capped"}
+    assert 0 < parts["algorithm1_s"] + parts["algorithm2_s"] <= out["plan"]["planner_s"]
     placed = sorted(i for b in out["plan"]["buckets"] for i in b["tensors"])
     assert placed == list(range(len(profile.tensors)))
     text = CliRunner().invoke(app, ["plan", *flags]).stdout

@@ -87,6 +87,8 @@ def _greedy_plan(
     off = algorithm2(profile, costs, g.options, order=OFFLOAD_ORDER, fusion=cell.fusion)
     parts["algorithm1_s"] = parts.get("algorithm1_s", 0.0) + t1 - t0
     parts["algorithm2_s"] = parts.get("algorithm2_s", 0.0) + time.perf_counter() - t1
+    # Algorithm 2's search past its cap fell back to deciding group by group: say so
+    parts["algorithm2_capped"] = max(parts.get("algorithm2_capped", 0.0), float(off.capped))
     return off.plan
 
 
