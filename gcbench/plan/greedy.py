@@ -1,5 +1,5 @@
 """ByteComp's GPU compression decision, Algorithm 1 (`bytecomp.txt` §4.4.2), over a given
-option space, scored by the full simulator.
+option space, each candidate timed by the exact timeline kernel (`sim.kernel`).
 
 A *strategy* S is one `Option` per tensor (gradient order: index 0 is the tensor nearest
 the output layer, the first ready in backward). It becomes a `Plan` by fusion
@@ -25,9 +25,13 @@ Algorithm 1 as written:
 
 The space (`C_gpu` in the paper) is given by the caller; `DEFAULT_SPACE` holds the
 strategies inside bytecomp's space that issue #13 names (fp32-2level, fp16, allgather,
-allgather-2level), with fp32 (flat allreduce) as "no compression". Scoring every option
-of `sim.options.enumerate_options` needs the exact fast kernel of issue #13, not yet
-built: each candidate here costs one full simulation.
+allgather-2level), with fp32 (flat allreduce) as "no compression". All 174 GPU paths of
+`sim.options.enumerate_options` work as a space too, at 50-60x the planning time
+(`benchmarks/planner.py --space`); pruning dominated options would have to come first.
+
+Gcbench departs from the paper in one place, measured (`plan/strategies.py`): with
+`buckets=True`, GetBestOption also tries each option for the tensor's whole current
+bucket, since with fusion a tensor changed alone splits its bucket.
 """
 
 from __future__ import annotations
