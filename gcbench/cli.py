@@ -670,8 +670,9 @@ def simulate(
         Path | None,
         typer.Option(
             "--plan",
-            help="Time this plan (a gcbench plan record: `gcbench plan --json` output or "
-            "a stored plans/<cell-id>.json.gz) instead of a strategy's.",
+            help="Time this plan instead of a strategy's: a gcbench plan record (`gcbench "
+            "plan --json` output or a stored plans/<cell-id>.json.gz) or the ByteComp "
+            "authors' planner output (codes 0-10).",
         ),
     ] = None,
     fusion: Annotated[str, typer.Option("--fusion", help="ddp, tensor, or fixed:<bytes>.")] = "ddp",
@@ -747,8 +748,10 @@ def simulate(
         if len(given) > 1:
             raise ConfigError([f"{' and '.join(given)}: give one of --strategy, --option, --plan"])
         # an option or a plan runs with any compressor, as under the allgather strategy
+        # (byteps-compress where the cluster has CPU servers: it takes them)
         replaced = option is not None or plan_file is not None
-        strategy = strategy or ("allgather" if replaced else "fp32")
+        if strategy is None:
+            strategy = ("byteps-compress" if cpu_servers else "allgather") if replaced else "fp32"
         cell = _flags_cell({**locals(), "strategy": strategy})
         from gcbench.sim.chrome import chrome_trace, shown_note, symmetric_spans
         from gcbench.sim.costs import simulate_cell
@@ -769,6 +772,7 @@ def simulate(
                 cell_profile(cell),
                 additive=cell.compressor.kind in ADDITIVE,
                 compressor=cell.compressor.label(),
+                fusion=cell.fusion,
             )
         if compressor is not None and planned is None:
             _compressor_used(compressor, cell, chosen)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from strategies import Case, cases
 
 from gcbench.config import Cell
-from gcbench.errors import PlanError
+from gcbench.errors import ConfigError, PlanError
 from gcbench.plan.brute import BRUTE_SPACE, brute_force
 from gcbench.plan.greedy import DEFAULT_SPACE, NONE, before_bubbles, fused_plan, greedy, order
 from gcbench.plan.strategies import UNIFORM, free_compression
@@ -424,3 +424,75 @@ def test_the_kernel_planner_returns_the_naive_planners_plan(case):
         assert fast.options == naive.options
         assert fast.iteration_s == naive.iteration_s
         assert fast.removed == naive.removed
+
+
+def _espresso_file(tmp_path, profile, codes, names=None):
+    import json
+
+    data = {
+        "model": "x", "compressor": "dgc", "nodes": 4, "gpus_per_node": 8,
+        "tensor names": names or [t.name for t in profile.tensors],
+        "tensor sizes": [t.numel for t in profile.tensors],
+        "options": codes,
+    }  # fmt: skip
+    path = tmp_path / "espresso.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("code,strategy", [(0, "fp32"), (4, "allgather-2level"), (10, "allgather")])
+def test_an_espresso_plan_of_one_code_times_as_the_strategy(tmp_path, code, strategy):
+    """The authors' codes: every tensor at 0 (FP32 allreduce), 4 (HiTopKComm) or 10
+    (allgather) is the gcbench strategy of the same name, fused the same way."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    profile = cell_profile(cell())
+    flags = ["--model", "resnet50", "--inter-gbps", "25", "--machines", "4"]
+    path = _espresso_file(tmp_path, profile, [code] * len(profile.tensors))
+    r = CliRunner().invoke(app, ["simulate", *flags, "--compressor", "dgc", "--plan", str(path),
+                                 "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    compressor = [] if strategy == "fp32" else ["--compressor", "dgc"]
+    s = CliRunner().invoke(app, ["simulate", *flags, "--strategy", strategy, *compressor, "--json"])
+    got, want = json.loads(r.stdout)["metrics"], json.loads(s.stdout)["metrics"]
+    assert got["iteration_s"] == want["iteration_s"] and got["buckets"] == want["buckets"]
+
+
+def test_an_espresso_plan_matches_tensors_by_size_and_refuses_unknown_codes(tmp_path):
+    from gcbench.plan.io import read_plan_file
+
+    profile = cell_profile(cell(model="lstm"))
+    n = len(profile.tensors)
+    codes = [i % 11 for i in range(n)]
+    renamed = [f"theirs.{i}" for i in range(n)]
+    plan = read_plan_file(_espresso_file(tmp_path, profile, codes, renamed), profile,
+                          additive=False, compressor="dgc")  # fmt: skip
+    assert [i for b in plan.buckets for i in b] == list(range(n))
+    with pytest.raises(ConfigError, match="option code 12 is not one gcbench maps"):
+        read_plan_file(_espresso_file(tmp_path, profile, [12] * n), profile,
+                       additive=False, compressor="dgc")  # fmt: skip
+    other = cell_profile(cell(model="vgg16"))
+    with pytest.raises(ConfigError, match="neither by name nor by size"):
+        read_plan_file(_espresso_file(tmp_path, profile, [0] * n), other,
+                       additive=False, compressor="dgc")  # fmt: skip
+
+
+def test_the_authors_cpu_code_needs_cpu_servers(tmp_path):
+    """Code 5 is BytePS's CPU compression through the summation servers: with servers it
+    times, without them it is one line."""
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    profile = cell_profile(cell(model="lstm"))
+    path = _espresso_file(tmp_path, profile, [5] * len(profile.tensors))
+    flags = ["simulate", "--model", "lstm", "--inter-gbps", "25", "--machines", "4",
+             "--compressor", "dgc", "--plan", str(path)]  # fmt: skip
+    ok = CliRunner().invoke(app, [*flags, "--cpu-servers", "4"])
+    assert ok.exit_code == 0, ok.output
+    bad = CliRunner().invoke(app, flags)
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "CPU servers" in bad.stderr
