@@ -1,7 +1,7 @@
 """The ByteComp planner against what it could have chosen, in-process (no Ray).
 
     python benchmarks/planner.py [--suites] [--brute] [--offload] [--speed] [--space]
-                                 [--instances 200] [--seed 0]
+                                 [--instances 200] [--seed 0] [--espresso CHECKOUT]
 
 Every part by default.
 
@@ -238,23 +238,73 @@ def offload(instances: int, seed: int) -> None:
         )
 
 
-def speed(repeats: int = 5) -> None:
+# Our zoo's model for each of the authors' profiled models.
+ESPRESSO_MODELS = {
+    "resnet101": "resnet101",
+    "bert-base": "bert",
+    "gpt2": "gpt2",
+    "ugatit": "ugatit",
+}
+
+
+def _espresso_timer(folder: Path | None):
+    """A function timing the authors' planner (Algorithm 1, Algorithm 2) for a model, in
+    this process, from a checkout of their repository (never part of gcbench), or None."""
+    if folder is None:
+        return None
+    import argparse as ap
+
+    sched = folder / "byteps/torch/mergeComp/scheduler"
+    if not (sched / "simulator_espresso.py").exists():
+        raise SystemExit(f"{sched}: no simulator_espresso.py (give the Espresso checkout)")
+    sys.path.insert(0, str(sched))
+    import simulator_espresso as se  # the authors' planner
+
+    def run(model: str) -> tuple[float, float]:
+        args = ap.Namespace(model=model, compressor="dgc", nodes=8, gpus_per_node=8,
+                            comp_ratio=0.01, cpu=True, two_level=False, nvlink=True,
+                            profile=False)  # fmt: skip
+        sim = se.init_simulator(args)  # stateful: a fresh one each time
+        t0 = time.perf_counter()
+        sim.get_fp32_tensor_comm_finish_time()
+        sim.get_tensor_comm_finish_time(option=1)
+        sim.search_tensor_compress_options_gpu(option=2)
+        t1 = time.perf_counter()
+        sim.search_tensor_compress_options_cpu()
+        return t1 - t0, time.perf_counter() - t1
+
+    return run
+
+
+def speed(
+    repeats: int = 5, espresso: Path | None = None, profiles: Path | None = None
+) -> None:
     """Planner time per model: Algorithm 1 scoring candidates with the full simulator
     (naive) and with the exact kernel, interleaved, median of `repeats`; Algorithm 2 after
-    the kernel's plan; the same plan both ways (checked)."""
+    the kernel's plan; the same plan both ways (checked). With `espresso` (a checkout of
+    the authors' repository), their Algorithms 1 and 2 timed in the same loop. With
+    `profiles` (the authors' V100 profile collection), gcbench plans on those profiles
+    instead of the zoo's."""
     from gcbench.plan.offload import algorithm2
     from gcbench.plan.strategies import BUCKETS, OFFLOAD_ORDER
 
+    theirs = _espresso_timer(espresso)
     print(
         "planner speed: 8 x 8 V100 NVLink, 100 Gbps, dgc 1%, 48 CPU cores a machine "
-        f"(zoo profiles), median of {repeats}, naive and kernel interleaved"
+        f"({'the profiles of ' + str(profiles) if profiles else 'zoo profiles'}), "
+        f"median of {repeats}, naive and kernel interleaved"
+        + (", with the authors' planner (their own profiles and constants)" if theirs else "")
     )
+    head = f" {'theirs A1 ms':>12s} {'theirs A2 ms':>12s} {'A2/10':>6s}" if theirs else ""
     print(f"  {'model':16s} {'tensors':>7s} {'naive A1 ms':>11s} {'kernel A1 ms':>12s} "
-          f"{'speed-up':>8s} {'A2 ms':>7s} {'candidates':>10s}")  # fmt: skip
+          f"{'speed-up':>8s} {'A2 ms':>7s} {'candidates':>10s}{head}")  # fmt: skip
     for model in ("resnet101", "bert-base", "gpt2", "ugatit"):
+        spec: object = model
+        if profiles is not None:
+            spec = {"name": model, "profile": f"{profiles}#{ESPRESSO_MODELS[model]}"}
         c = Cell.model_validate(
             {
-                "model": model,
+                "model": spec,
                 "compressor": "dgc-1pct",
                 "network": {"intra": "nvlink", "intra_gbs": 150, "inter_gbps": 100},
                 "cluster": {"machines": 8, "gpus_per_machine": 8, "cpu_cores": 48},
@@ -262,8 +312,12 @@ def speed(repeats: int = 5) -> None:
             }
         )
         profile, costs = cell_profile(c), costs_for(c)
-        naive_t, fast_t, a2_t = [], [], []
+        naive_t, fast_t, a2_t, their1, their2 = [], [], [], [], []
         for _ in range(repeats):
+            if theirs:
+                a1, a2 = theirs(ESPRESSO_MODELS[model])
+                their1.append(a1)
+                their2.append(a2)
             t0 = time.perf_counter()
             naive = greedy(profile, costs, buckets=BUCKETS, kernel=False)
             t1 = time.perf_counter()
@@ -276,8 +330,12 @@ def speed(repeats: int = 5) -> None:
             fast_t.append(t2 - t1)
             a2_t.append(t3 - t2)
         n, f, a = (statistics.median(v) * 1e3 for v in (naive_t, fast_t, a2_t))
+        extra = ""
+        if theirs:
+            t1, t2 = (statistics.median(v) * 1e3 for v in (their1, their2))
+            extra = f" {t1:12.1f} {t2:12.1f} {t2 / 10:6.1f}"
         print(f"  {model:16s} {len(profile.tensors):7d} {n:11.1f} {f:12.1f} {n / f:7.1f}x "
-              f"{a:7.1f} {fast.simulations:10,d}")  # fmt: skip
+              f"{a:7.1f} {fast.simulations:10,d}{extra}")  # fmt: skip
 
 
 def space() -> None:
@@ -321,6 +379,19 @@ def main() -> None:
     parser.add_argument("--offload", action="store_true")
     parser.add_argument("--speed", action="store_true")
     parser.add_argument("--space", action="store_true", help="not part of the default run")
+    parser.add_argument(
+        "--profiles",
+        type=Path,
+        default=None,
+        help="plan on this Espresso-format profile collection in --speed (default: the zoo)",
+    )
+    parser.add_argument(
+        "--espresso",
+        type=Path,
+        default=None,
+        help="a checkout of github.com/zhuangwang93/Espresso: time the authors' planner "
+        "beside gcbench's in --speed (never committed; without it those columns are left out)",
+    )
     parser.add_argument("--instances", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -332,7 +403,7 @@ def main() -> None:
     if args.offload or every:
         offload(args.instances, args.seed)
     if args.speed or every:
-        speed()
+        speed(espresso=args.espresso, profiles=args.profiles)
     if args.space:
         space()
 
