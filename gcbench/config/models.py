@@ -121,6 +121,14 @@ class ModelSpec(_Frozen):
         return {"batch_size": model.batch_size, "seq_len": model.seq_len, **data}
 
 
+def suite_path(name: str, base_dir: Path | None) -> Path:
+    """A file a suite names: `~` expanded, relative to the suite file's folder, resolved."""
+    path = Path(name).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    return path.resolve()
+
+
 def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
     """Resolve the profile path, read the file once to check it, and take the batch size
     and sequence length it was measured at (a CSV states neither: the zoo's or the suite's)."""
@@ -129,10 +137,7 @@ def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str,
 
     spec = data["profile"]
     path_part, sep, selector = spec.partition("#")
-    path = Path(path_part).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    path = path.resolve()
+    path = suite_path(path_part, base_dir)
     try:  # one bounded read: the profile and the sha256 of the very bytes it came from
         prof, digest = read_profile_digest(f"{path}{sep}{selector}")
     except ConfigError as e:
@@ -184,11 +189,7 @@ class CompressorCosts(_Frozen):
         from gcbench.errors import ConfigError
         from gcbench.zoo.profile_io import read_limited
 
-        path = Path(data["file"]).expanduser()
-        base_dir = (info.context or {}).get("base_dir")
-        if not path.is_absolute() and base_dir is not None:
-            path = Path(base_dir) / path
-        path = path.resolve()
+        path = suite_path(data["file"], (info.context or {}).get("base_dir"))
         try:
             raw = read_limited(path, MAX_COSTS_BYTES, "compressor cost table")
         except ConfigError as e:
