@@ -342,7 +342,6 @@ def space() -> None:
     """What the whole option space would gain: Algorithm 1 over the 5 named options
     against all 174 GPU paths of ByteComp's decision tree (every compression on the GPU),
     both with bucket candidates and the exact kernel."""
-    from gcbench.plan.greedy import greedy as plan
     from gcbench.sim.options import enumerate_options
 
     paths = sorted({o.path for o in enumerate_options(additive=False)}, key=lambda o: o.name)
@@ -360,9 +359,9 @@ def space() -> None:
         )
         profile, costs = cell_profile(c), costs_for(c)
         t0 = time.perf_counter()
-        named = plan(profile, costs, buckets=True)
+        named = greedy(profile, costs, buckets=True)
         t1 = time.perf_counter()
-        every = plan(profile, costs, space=paths, buckets=True)
+        every = greedy(profile, costs, space=paths, buckets=True)
         t2 = time.perf_counter()
         print(
             f"  {model:9s} {machines}x8 {gbps:3d} Gbps: 5 options {named.iteration_s * 1e3:7.1f} "

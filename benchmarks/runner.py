@@ -99,11 +99,10 @@ def main() -> None:
 
 
 def suite_overhead(path: Path) -> None:
-    import gcbench
     from gcbench.config import expand, load_suite
-    from gcbench.results.schema import record
     from gcbench.results.store import RunStore
     from gcbench.runner import execute_cell
+    from gcbench.runner.run import _record
 
     suite = load_suite(path)
     cells = expand(suite)
@@ -119,12 +118,7 @@ def suite_overhead(path: Path) -> None:
         store, _ = RunStore.open(tmpdir / "inproc", suite.name)
         for c in cells:
             rows, spans, plan = execute_cell(c, suite.repetitions)
-            rows = [
-                record(suite=suite.name, cell_id=c.id, config=c.flat(), metrics=r, error=None,
-                       repetition=r["repetition"], gcbench_version=gcbench.__version__,
-                       run_id=store.run_id, meta={})
-                for r in rows
-            ]  # fmt: skip
+            rows = [_record(c, r, store, suite, None) for r in rows]  # as the runner does
             store.write_cell(c.id, rows, spans, plan)
         inproc = time.perf_counter() - start
         runs = {}

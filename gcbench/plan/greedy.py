@@ -76,7 +76,8 @@ def fused_plan(profile: ModelProfile, options: Sequence[Option], fusion: str = "
             full = True
         else:
             full = filled + size > rule  # type: ignore[operator]
-        if not buckets or chosen[-1] != opt or full:
+        # `is not` first: most neighbours share the very Option object (cheap to compare)
+        if not buckets or (chosen[-1] is not opt and chosen[-1] != opt) or full:
             buckets.append([])
             chosen.append(opt)
             filled = 0
@@ -168,7 +169,7 @@ def greedy(
     def remove() -> None:  # Remove(S, G): uncompressed tensors before a bubble
         nonlocal jobs
         if jobs is None:  # timed by the kernel: the full simulator gives the timeline
-            jobs = full(options)[2]
+            jobs = list(simulate(profile, costs, plan).jobs)
         for i in before_bubbles(plan, jobs):
             if options[i] == start:
                 removed.add(i)

@@ -24,6 +24,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from gcbench.plan.greedy import fused_plan
@@ -36,6 +37,7 @@ MAX_PLANS = 4096  # plans Algorithm 2 times at most before it decides group by g
 Order = Literal["farthest", "nearest"]
 
 
+@lru_cache(maxsize=1024)  # the same object for the same option: cheap kernel-cache keys
 def offloaded(option: Option) -> Option:
     """The option with its compression and decompression on the CPU."""
     steps = tuple(Op(s.op, "cpu") if isinstance(s, Op) else s for s in option.steps)
