@@ -184,8 +184,9 @@ class Compressor(ABC):
         raise TypeError(f"{self.name} payloads cannot be split")
 
     def aggregate(self, payloads: list[Payload], key: str, step: int) -> Tensor:
-        """Decompress and combine as the algorithm says; the default is the sum."""
-        out = self.decompress(payloads[0], key, step).clone()
+        """Decompress and combine as the algorithm says; the default is the sum (in place in
+        the first decompressed tensor: `decompress` returns a tensor of its own)."""
+        out = self.decompress(payloads[0], key, step)
         for p in payloads[1:]:
             out += self.decompress(p, key, step)
         return out

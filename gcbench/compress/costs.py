@@ -8,7 +8,8 @@ Two sources, each stating itself in `CostTable.source`:
   into fixed + per-byte segments, with a second segment where the curve bends (caches,
   thread pools). On a GPU the table's `device_key` names the device-table entry the GPU
   is (`h100`, `a100`, ...; None for a GPU the table lacks), so that the simulator can use
-  it for that device in place of the roofline; `read_table` loads a written table.
+  it for that device in place of the roofline; `table_from_json` reads a written table
+  (`config.models.read_costs` loads one for a cell).
 - **GPU roofline** (`gpu_table`): bytes through device memory / (bandwidth x the device
   table's memory efficiency) + a launch latency per kernel, per compressor from the
   traffic and kernel counts in `ROOFLINE`. For the compressors the ByteComp authors
@@ -20,13 +21,11 @@ Two sources, each stating itself in `CostTable.source`:
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 SIZES = tuple(2**e for e in range(10, 27, 2))  # 2^10 .. 2^26 elements
 
@@ -142,11 +141,6 @@ def table_from_json(data: dict) -> CostTable:
             k: [(float(b), float(s)) for b, s in v] for k, v in entry.get("points", {}).items()
         }
     return table
-
-
-def read_table(path: str | Path) -> CostTable:
-    """A cost table written by `gcbench bench compressors --out`."""
-    return table_from_json(json.loads(Path(path).read_text()))
 
 
 # Substrings of torch.cuda.get_device_name() -> device-table entries.

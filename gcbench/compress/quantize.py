@@ -95,10 +95,6 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _f32(value: float) -> Tensor:
-    return torch.tensor([value], dtype=torch.float32)
-
-
 class _Scratch:
     """Reusable host buffers, grown on demand. Whatever is carved from them is consumed
     within the call that asked for it, never handed out."""
@@ -428,12 +424,7 @@ def _decode(packed: Tensor, n: int, width: int, values: Tensor, dtype: torch.dty
     values = values.to(device=packed.device, dtype=dtype)
     host = _host(packed)
     if 8 % width == 0:
-        by_byte = (
-            _BYTE_CODES[width]
-            if packed.device.type == "cpu"
-            else _on(packed.device, "codes", width)
-        )
-        table = values[by_byte]
+        table = values[_on(packed.device, "codes", width)]
         return _take(table, packed.numpy() if host else packed).reshape(-1)[:n]
     codes = _np_unpack(packed.numpy(), n, width) if host else _torch_unpack(packed, n, width)
     return _take(values, codes)
@@ -452,14 +443,6 @@ class _Quantizer(Compressor):
         """A CPU tensor view of scratch (consumed within the call)."""
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         return torch.from_numpy(self._scratch.get(name, n, np_dtype))
-
-    def _negative(self, x: Tensor) -> Tensor:
-        """x < 0 as a bool tensor (the sign bit: zero counts as positive); on the host a
-        view of scratch."""
-        if _host(x) and x.dtype in _NP_FLOATS:
-            xn = x.numpy()
-            return torch.from_numpy(np.less(xn, 0, out=self._scratch.get("neg", xn.size, bool)))
-        return x < 0
 
     def _signs(self, x: Tensor, bufs: Buffers, stats: str = "") -> tuple[Tensor, list]:
         """The packed sign bits of flat x (x < 0) in the payload buffer "signs", and on the

@@ -160,11 +160,13 @@ def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str,
 MAX_COSTS_BYTES = 4 * 1024 * 1024  # a table of every kind at 9 sizes is ~40 kB
 
 
-def _wrong_device(costs: CompressorCosts, device: str) -> str:
-    return (
-        f"the compressor cost table {costs.file} was measured on {costs.device_key}, and "
-        f"the device is {device}"
-    )
+def _check_costs_device(costs: CompressorCosts | None, device: str) -> None:
+    """A measured cost table must be of the device it is used for."""
+    if costs is not None and costs.device_key != device:
+        raise ValueError(
+            f"the compressor cost table {costs.file} was measured on {costs.device_key}, "
+            f"and the device is {device}"
+        )
 
 
 class CompressorCosts(_Frozen):
@@ -185,29 +187,32 @@ class CompressorCosts(_Frozen):
             data = {"file": data}
         if not (isinstance(data, dict) and isinstance(data.get("file"), str)):
             return data
-        from gcbench.compress.costs import table_from_json
-        from gcbench.errors import ConfigError
-        from gcbench.zoo.profile_io import read_limited
-
         path = suite_path(data["file"], (info.context or {}).get("base_dir"))
-        try:
-            raw = read_limited(path, MAX_COSTS_BYTES, "compressor cost table")
-        except ConfigError as e:
-            raise ValueError(e.messages[0]) from None
-        try:
-            table = table_from_json(json.loads(raw))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"{path}: not a gcbench compressor cost table ({e})") from None
+        table, sha256 = read_costs(path)
         if table.device_key is None:
             raise ValueError(
                 f"{path}: measured on {table.device}, which is not in the device table; "
                 "it names no device a cell can use"
             )
-        return {
-            "file": str(path),
-            "sha256": hashlib.sha256(raw).hexdigest(),
-            "device_key": table.device_key,
-        }
+        return {"file": str(path), "sha256": sha256, "device_key": table.device_key}
+
+
+def read_costs(path: Path) -> tuple[Any, str]:
+    """A compressor cost table file (one bounded read) and the sha256 of its bytes;
+    ValueError, one line, when it cannot be read or is not a table."""
+    from gcbench.compress.costs import table_from_json
+    from gcbench.errors import ConfigError
+    from gcbench.zoo.profile_io import read_limited
+
+    try:
+        raw = read_limited(path, MAX_COSTS_BYTES, "compressor cost table")
+    except ConfigError as e:
+        raise ValueError(e.messages[0]) from None
+    try:
+        table = table_from_json(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: not a gcbench compressor cost table ({e})") from None
+    return table, hashlib.sha256(raw).hexdigest()
 
 
 # Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
@@ -527,9 +532,7 @@ class Suite(_Frozen):
 
     @model_validator(mode="after")
     def _costs_for_this_device(self) -> Suite:
-        c = self.compressor_costs
-        if c is not None and c.device_key != self.device:
-            raise ValueError(_wrong_device(c, self.device))
+        _check_costs_device(self.compressor_costs, self.device)
         return self
 
     @field_validator("mode")
@@ -565,9 +568,7 @@ class Cell(_Frozen):
 
     @model_validator(mode="after")
     def _costs_for_this_device(self) -> Cell:
-        c = self.compressor_costs
-        if c is not None and c.device_key != self.device:
-            raise ValueError(_wrong_device(c, self.device))
+        _check_costs_device(self.compressor_costs, self.device)
         return self
 
     @model_validator(mode="after")

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from gcbench.config.strategies import OWN_KINDS
 from gcbench.results.schema import CONFIG_COLUMNS
 
 PARTS = (
@@ -256,7 +257,7 @@ def gap_to_upper_bound(df: pd.DataFrame) -> pd.DataFrame:
     for bound_id, bound in bounds.iterrows():
         same = (others[keys].fillna("") == bound[keys].fillna("")).all(axis=1)
         matched = others[same]
-        taken = matched["compressor_kind"].isin(("none", "powersgd", "acpsgd", "covap"))
+        taken = matched["compressor_kind"].isin({"none", *OWN_KINDS})  # no grid compressor
         matched = matched[taken | (matched["compressor"] == bound["compressor"])]
         for cell_id, row in matched.iterrows():
             rows.append((row["strategy"], row["iteration_s"] / bound["iteration_s"], bound_id,

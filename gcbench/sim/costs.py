@@ -16,7 +16,7 @@ from typing import Any
 
 from gcbench.comm import Link, Machine, nvlink_machine, pcie_machine
 from gcbench.config.models import Cell
-from gcbench.config.strategies import STRATEGIES, canonical
+from gcbench.config.strategies import PLANNERS, STRATEGIES, canonical
 from gcbench.errors import ConfigError
 from gcbench.sim.iteration import Costs, Plan, fuse, simulate
 from gcbench.sim.options import PRESETS, Option
@@ -176,10 +176,12 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
 
 @lru_cache(maxsize=8)
 def _measured_table(path: str, sha256: str | None) -> Any:
-    """A measured cost table (cached per path and content)."""
-    from gcbench.compress.costs import read_table
+    """A measured cost table (cached per path and the content the cell was made with)."""
+    from pathlib import Path
 
-    return read_table(path)
+    from gcbench.config.models import read_costs
+
+    return read_costs(Path(path))[0]
 
 
 def plan_for(cell: Cell, profile: ModelProfile, option: Option | None = None) -> Plan:
@@ -215,8 +217,6 @@ def simulate_cell(
     results = [simulate(profile, s.costs, s.plan, keep_jobs=i == 0) for i, s in enumerate(steps)]
     metrics = period_mean(profile, [r.metrics for r in results], [s.weight for s in steps])
     metrics["planner_s"] = steps[0].planner_s
-    from gcbench.config.strategies import PLANNERS
-
     record = None
     metrics["plan_file"] = ""
     if plan is None and option is None and cell.strategy in PLANNERS:
