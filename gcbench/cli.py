@@ -134,7 +134,7 @@ def run(
     with _errors():
         s = load_suite(suite)
         filters = parse_only(only or [])
-        _expand(suite, s, filters, max_cells)
+        found = _expand(suite, s, filters, max_cells)
         if report:
             from gcbench.files import check_writable
 
@@ -163,6 +163,7 @@ def run(
                 num_cpus=num_cpus,
                 progress=on_progress,
                 suite_file=str(suite),
+                grid=None if filters else found.cells,  # expanded once, not twice
                 wait=wait,
                 on_wait=lambda line: typer.echo(line, err=True),
             )

@@ -169,6 +169,7 @@ def run_suite(
     suite_file: str | None = None,
     wait: bool = False,
     on_wait: Callable[[str], None] | None = None,
+    grid: list[Cell] | None = None,
 ) -> RunSummary:
     """Run every cell of `suite` (or those `only` keeps) not finished yet; returns counts
     and the run folder.
@@ -186,8 +187,11 @@ def run_suite(
     `concurrency` cells (default: the cluster's CPUs) run at once. A cell that raises
     becomes rows with `status=failed`; the run goes on. Ctrl-C cancels the cells in
     flight and re-raises KeyboardInterrupt once the manifest says `interrupted`.
+
+    `grid`: the suite's cells when the caller has expanded them already (`expand(suite)`,
+    every cell, no `only` filter), so that a huge grid is expanded once.
     """
-    grid = expand(suite)
+    grid = expand(suite) if grid is None else grid
     filters = [dict(f) for f in only]
     selected = [c for c in grid if all(matches(c.flat(), f) for f in filters)]
     suite_dir = Path(results) / suite.name
