@@ -868,6 +868,7 @@ def _flags_cell(given: dict[str, Any]) -> Any:
                 "compressor_costs": (
                     None if given["compressor_costs"] is None else str(given["compressor_costs"])
                 ),
+                "constraints": _constraints(given.get("constraints")),
             }
         )
     except ValidationError as e:
@@ -878,6 +879,33 @@ def _flags_cell(given: dict[str, Any]) -> Any:
                 for err in e.errors()
             ]
         ) from None
+
+
+def _constraints(text: str | None) -> Any:
+    """`--constraints 'key=value ...'` as a Constraints (ConfigError on a bad one)."""
+    if text is None:
+        return None
+    from pydantic import ValidationError
+
+    from gcbench.config.models import Constraints
+
+    try:
+        return Constraints.parse(text)
+    except ValidationError as e:
+        from gcbench.config.loader import message
+
+        errors = e.errors()
+        locs = [tuple(err["loc"]) for err in errors]
+        raise ConfigError(
+            [  # an error about a whole list is left out when one names its item
+                f"--constraints: {'.'.join(map(str, err['loc']))}: {message(err, Constraints)}"
+                for err in errors
+                if not any(len(o) > len(err["loc"]) and o[: len(err["loc"])] == tuple(err["loc"])
+                           for o in locs)
+            ]
+        ) from None
+    except ValueError as e:
+        raise ConfigError([f"--constraints: {e}"]) from None
 
 
 def plan(**given: Any) -> None:
@@ -940,6 +968,24 @@ def _plan_signature() -> None:
     help_ = "bytecomp (default), bytecomp-greedy, brute-force (at most 10 tensors), upper-bound."
     strategy = Annotated[str | None, typer.Option("--strategy", help=help_, show_default=False)]
     params = [p.replace(annotation=strategy) if p.name == "strategy" else p for p in params]
+    constraints = Annotated[
+        str | None,
+        typer.Option(
+            "--constraints",
+            help="What the planner may choose, as key=value pairs: space=named|all (all: "
+            "every GPU path of ByteComp's decision tree), max_compressions=N, "
+            "collectives=allreduce,allgather,..., levels=flat|hierarchical, gpu_only=true. "
+            "E.g. 'space=all max_compressions=1'.",
+            show_default=False,
+        ),
+    ]
+    at = next(i for i, p in enumerate(params) if p.name == "json_out")
+    params.insert(
+        at,
+        inspect.Parameter(
+            "constraints", params[at].kind, default=None, annotation=constraints
+        ),
+    )
     plan.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     plan.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
     app.command("plan")(plan)
@@ -951,7 +997,10 @@ _plan_signature()
 def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:
     """The `simulate` flag a Cell validation error at `loc` is about."""
     parts = [str(x) for x in loc]
-    if not parts:  # a rule across fields: the strategy's pairs, or the cost table's device
+    if not parts:  # a rule across fields: the strategy's pairs, the cost table's device,
+        # the constraints
+        if "constraint" in msg:
+            return "--constraints"
         return "--compressor-costs" if "compressor cost table" in msg else "--strategy"
     tables = {"model": MODEL_FLAGS, "network": NETWORK_FLAGS, "cluster": CLUSTER_FLAGS}
     if parts[0] not in tables:

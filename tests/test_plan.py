@@ -13,7 +13,8 @@ from gcbench.config import Cell
 from gcbench.errors import ConfigError, PlanError
 from gcbench.plan.brute import BRUTE_SPACE, brute_force
 from gcbench.plan.greedy import DEFAULT_SPACE, NONE, before_bubbles, fused_plan, greedy, order
-from gcbench.plan.strategies import UNIFORM, free_compression
+from gcbench.plan.space import NAMED as UNIFORM
+from gcbench.plan.strategies import free_compression
 from gcbench.sim import simulate_cell
 from gcbench.sim.costs import cell_profile, costs_for
 from gcbench.sim.iteration import Plan, fuse, simulate
@@ -416,7 +417,11 @@ def _planner_cases():
 @pytest.mark.parametrize("case", _planner_cases(), ids=lambda c: c[0])
 def test_the_kernel_planner_returns_the_naive_planners_plan(case):
     """Issue #13: the planner scoring candidates with the cached kernel returns exactly the
-    plan of Algorithm 1 re-simulating every candidate with the full simulator."""
+    plan of Algorithm 1 re-simulating every candidate with the full simulator, over the
+    named options and over the whole space (175 options)."""
+    from gcbench.config.models import Constraints
+    from gcbench.plan.space import planner_space
+
     _, profile, costs = case
     for buckets in (False, True):
         naive = greedy(profile, costs, buckets=buckets, kernel=False)
@@ -424,6 +429,12 @@ def test_the_kernel_planner_returns_the_naive_planners_plan(case):
         assert fast.options == naive.options
         assert fast.iteration_s == naive.iteration_s
         assert fast.removed == naive.removed
+    every = planner_space(Constraints(space="all"), additive=costs.additive)
+    kw = {"space": every.options, "start": every.start, "buckets": True}
+    naive = greedy(profile, costs, kernel=False, **kw)
+    fast = greedy(profile, costs, **kw)
+    assert fast.options == naive.options
+    assert fast.iteration_s == naive.iteration_s
 
 
 def _espresso_file(tmp_path, profile, codes, names=None):

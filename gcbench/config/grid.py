@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gcbench.config.models import FILTER_KEYS, Cell, Suite, normalise_filter_value
-from gcbench.config.strategies import pair_cluster, pair_compressor
+from gcbench.config.strategies import PLANNERS, pair_cluster, pair_compressor
 from gcbench.errors import ConfigError
 
 AXES = ("model", "compressor", "network", "cluster", "strategy", "fusion")
@@ -178,6 +178,7 @@ def iter_cells(
             mode=suite.mode,
             seed=suite.seed,
             compressor_costs=suite.compressor_costs,
+            constraints=suite.constraints if strategy in PLANNERS else None,
         )
         if not (suite.include or suite.exclude or only):
             yield cell

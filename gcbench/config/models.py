@@ -39,7 +39,15 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from gcbench.compress.specs import KINDS, CompressorSpec, NoneSpec
-from gcbench.config.strategies import STRATEGIES, canonical, check_cell, pair_compressor
+from gcbench.config.strategies import (
+    ADDITIVE,
+    PLANNERS,
+    STRATEGIES,
+    canonical,
+    check_cell,
+    pair_compressor,
+)
+from gcbench.errors import PlanError
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES
 from gcbench.zoo.profile_io import MAX_BATCH, MAX_SEQ_LEN
@@ -313,6 +321,63 @@ Fusion = Annotated[
 ]
 # Strategies that use no compressor run once, with compressor `none` (DESIGN §4).
 
+CollectiveName = Literal[
+    "allreduce",
+    "reduce_scatter",
+    "allgather",
+    "alltoall",
+    "reduce",
+    "broadcast",
+    "gather",
+    "pushpull",
+    "byteps",
+]
+
+
+class Constraints(_Frozen):
+    """What the planner strategies (bytecomp, bytecomp-greedy, upper-bound, brute-force)
+    may choose (`gcbench.plan.space`; ByteComp §4.2: users "add constraints to prune the
+    decision tree"). Part of the cell id; other strategies take none."""
+
+    space: Literal["named", "all"] = Field(
+        "named",
+        description="named: fp32, fp32-2level, fp16, allgather, allgather-2level; all: "
+        "every GPU path of ByteComp's decision tree (174 for a non-additive compressor)",
+    )
+    max_compressions: int | None = Field(
+        None, ge=0, le=8, description="compression operations per tensor at most (0: none)"
+    )
+    collectives: tuple[CollectiveName, ...] | None = Field(
+        None, min_length=1, description="the collectives an option may use"
+    )
+    levels: Literal["any", "flat", "hierarchical"] = "any"
+    gpu_only: bool = Field(False, description="no CPU offload (Algorithm 2 skipped)")
+
+    def label(self) -> str:
+        """The constraints set, as `gcbench plan --constraints` takes them ('' if none)."""
+        parts = []
+        for k, v in self.model_dump(exclude_defaults=True).items():
+            if isinstance(v, (list, tuple)):
+                v = ",".join(v)
+            elif isinstance(v, bool):
+                v = str(v).lower()
+            parts.append(f"{k}={v}")
+        return " ".join(parts)
+
+    @classmethod
+    def parse(cls, text: str) -> Constraints:
+        """`key=value` pairs separated by spaces (lists comma-separated; a bare key is
+        `key=true`), e.g. 'space=all max_compressions=1 collectives=allreduce,allgather
+        gpu_only'."""
+        data: dict[str, Any] = {}
+        for part in text.split():
+            key, sep, value = part.partition("=")
+            if not sep:
+                value = "true"
+            data[key] = value.split(",") if key == "collectives" else value
+        return cls.model_validate(data)
+
+
 DeviceName = Literal["v100", "a100", "h100", "rtx2080ti", "t4", "cpu"]
 assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
 
@@ -527,6 +592,12 @@ class Suite(_Frozen):
         "cuda --out FILE) for the suite's device, instead of its roofline",
     )
     grid: Grid
+    # after `grid`: its validator reads the grid's strategies and compressors
+    constraints: Constraints | None = Field(
+        None,
+        description="what the planner strategies may choose (space, max_compressions, "
+        "collectives, levels, gpu_only); other strategies' cells take none",
+    )
     include: list[Filter] = Field(default_factory=list)
     exclude: list[Filter] = Field(default_factory=list)
 
@@ -534,6 +605,32 @@ class Suite(_Frozen):
     def _costs_for_this_device(self) -> Suite:
         _check_costs_device(self.compressor_costs, self.device)
         return self
+
+    @field_validator("constraints")
+    @classmethod
+    def _constraints_for_planners(
+        cls, constraints: Constraints | None, info: ValidationInfo
+    ) -> Constraints | None:
+        """The grid has a planner to constrain, and the constraints leave each planner of
+        the grid an option with each of its compressors."""
+        grid = info.data.get("grid")
+        if constraints is None or grid is None:
+            return constraints
+        planners = [s for s in grid.strategy if s in PLANNERS]
+        if not planners:
+            raise ValueError(
+                "the grid has no planner strategy to constrain "
+                f"({', '.join(sorted(PLANNERS))})"
+            )
+        from gcbench.plan.space import check_constraints
+
+        for strategy in planners:
+            for additive in sorted({c.kind in ADDITIVE for c in grid.compressor}):
+                try:
+                    check_constraints(constraints, strategy, additive)
+                except PlanError as e:
+                    raise ValueError(f"{strategy}: {e}") from None
+        return constraints
 
     @field_validator("mode")
     @classmethod
@@ -565,6 +662,25 @@ class Cell(_Frozen):
     mode: Literal["simulate"] = "simulate"
     seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
     compressor_costs: CompressorCosts | None = None
+    constraints: Constraints | None = None
+
+    @model_validator(mode="after")
+    def _constraints_leave_options(self) -> Cell:
+        """Only a planner takes constraints, and they must leave it an option."""
+        if self.constraints is None:
+            return self
+        if self.strategy not in PLANNERS:
+            raise ValueError(
+                f"constraints apply to the planner strategies ({', '.join(sorted(PLANNERS))}),"
+                f" not {self.strategy}"
+            )
+        from gcbench.plan.space import check_constraints
+
+        try:
+            check_constraints(self.constraints, self.strategy, self.compressor.kind in ADDITIVE)
+        except PlanError as e:
+            raise ValueError(str(e)) from None
+        return self
 
     @model_validator(mode="after")
     def _costs_for_this_device(self) -> Cell:
@@ -627,4 +743,5 @@ class Cell(_Frozen):
             "mode": self.mode,
             "seed": self.seed,
             "compressor_costs": costs,
+            "constraints": None if self.constraints is None else self.constraints.label(),
         }

@@ -9,20 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gcbench.errors import PlanError
-from gcbench.plan.greedy import NONE, fused_plan
+from gcbench.plan.greedy import fused_plan
+from gcbench.plan.space import BRUTE
 from gcbench.sim.iteration import Costs, Plan
 from gcbench.sim.kernel import Kernel
-from gcbench.sim.options import PRESETS, Option
+from gcbench.sim.options import Option
 from gcbench.zoo.profile import ModelProfile
 
-# ByteComp's option set for the brute-force comparison (issue #13): none, fp16, allgather,
-# and HiTopKComm (allgather-2level).
-BRUTE_SPACE: tuple[Option, ...] = (
-    NONE,
-    PRESETS["fp16"],
-    PRESETS["allgather"],
-    PRESETS["allgather-2level"],
-)
+BRUTE_SPACE = BRUTE  # none, fp16, allgather, HiTopKComm (`plan.space`)
 MAX_CANDIDATES = 2**20  # assignments simulated at most (4 options: 10 tensors)
 
 

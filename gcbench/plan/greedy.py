@@ -23,11 +23,12 @@ Algorithm 1 as written:
    itself first, so the result is reproducible), then `Remove` again (a compression can
    open a new bubble).
 
-The space (`C_gpu` in the paper) is given by the caller; `DEFAULT_SPACE` holds the
-strategies inside bytecomp's space that issue #13 names (fp32-2level, fp16, allgather,
-allgather-2level), with fp32 (flat allreduce) as "no compression". All 174 GPU paths of
-`sim.options.enumerate_options` work as a space too, at 50-60x the planning time
-(`benchmarks/planner.py --space`); pruning dominated options would have to come first.
+The space (`C_gpu` in the paper) is given by the caller (`plan.space`, after the cell's
+constraints); `DEFAULT_SPACE` holds the strategies inside bytecomp's space that issue #13
+names (fp32-2level, fp16, allgather, allgather-2level), with fp32 (flat allreduce) as "no
+compression". The whole space (`constraints: {space: all}`: the 174 GPU paths of
+`sim.options.enumerate_paths` and fp16) costs 50-60x the planning time
+(`benchmarks/planner.py --space`).
 
 Gcbench departs from the paper in one place, measured (`plan/strategies.py`): with
 `buckets=True`, GetBestOption also tries each option for the tensor's whole current
@@ -40,6 +41,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gcbench.plan.space import NAMED
 from gcbench.sim.iteration import (
     BUCKET_BYTES,
     FIRST_BUCKET_BYTES,
@@ -49,13 +51,11 @@ from gcbench.sim.iteration import (
     simulate,
 )
 from gcbench.sim.kernel import Kernel
-from gcbench.sim.options import PRESETS, Option
+from gcbench.sim.options import Option
 from gcbench.zoo.profile import ModelProfile
 
-NONE = PRESETS["fp32"]  # "no compression": a flat ring allreduce of fp32
-DEFAULT_SPACE: tuple[Option, ...] = tuple(
-    PRESETS[name] for name in ("fp32-2level", "fp16", "allgather", "allgather-2level")
-)
+NONE = NAMED[0]  # "no compression": a flat ring allreduce of fp32
+DEFAULT_SPACE: tuple[Option, ...] = NAMED[1:]
 BUBBLE_S = 1e-9  # gaps shorter than this (float noise) are not bubbles
 
 

@@ -1,12 +1,15 @@
 """The planner's strategies (registered in `sim.strategies.BUILDERS`):
 
-- `bytecomp-greedy`: ByteComp's plan alone: Algorithm 1 (`greedy.greedy` over
-  `DEFAULT_SPACE`), then Algorithm 2 (`offload.algorithm2`: which compressions move to
-  the CPU);
+- `bytecomp-greedy`: ByteComp's plan alone: Algorithm 1 (`greedy.greedy` over the
+  cell's option space, `plan.space`: the named options, or the whole space, after the
+  cell's constraints), then Algorithm 2 (`offload.algorithm2`: which compressions move to
+  the CPU; skipped under `gpu_only`);
 - `bytecomp`: the best of that plan and the uniform strategies inside its space (fp32,
-  fp32-2level, fp16, allgather, allgather-2level), each timed by the simulator;
-- `brute-force`: the fastest assignment of none, fp16, allgather and allgather-2level to
-  every tensor (`brute.brute_force`; models of at most 10 tensors, else a PlanError);
+  fp32-2level, fp16, allgather, allgather-2level, those the constraints leave), each
+  timed by the simulator;
+- `brute-force`: the fastest assignment of none, fp16, allgather and allgather-2level
+  (those the constraints leave) to every tensor (`brute.brute_force`; models of at most
+  10 tensors, else a PlanError);
 - `upper-bound`: what bytecomp could reach if compression cost nothing: the better of
   bytecomp's plan and a re-plan, both timed with zero compress, decompress and cast costs
   (ByteComp Fig. 13's reference).
@@ -31,8 +34,10 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gcbench.plan.greedy import DEFAULT_SPACE, NONE, fused_plan, greedy
+from gcbench.config.strategies import ADDITIVE
+from gcbench.plan.greedy import fused_plan, greedy
 from gcbench.plan.offload import Order, algorithm2
+from gcbench.plan.space import Space, brute_space, planner_space
 from gcbench.sim.iteration import Costs, Plan, _zero
 from gcbench.sim.kernel import Kernel
 
@@ -47,7 +52,6 @@ BUCKETS = True  # also try each option for the tensor's whole bucket
 # against all 2^|T| offload subsets on random instances it matches the optimum more often
 # than Lemma 1's farthest-first order (benchmarks/planner.py --offload, BENCHMARKS.md).
 OFFLOAD_ORDER: Order = "nearest"
-UNIFORM = (NONE, *DEFAULT_SPACE)  # the strategies inside bytecomp's space
 
 
 def free_compression(costs: Costs) -> Costs:
@@ -77,15 +81,32 @@ def _best(profile: ModelProfile, costs: Costs, plans: list[Plan]) -> Plan:
     return plans[times.index(min(times))]
 
 
+def _space(cell: Cell) -> Space:
+    """The cell's option space under its constraints (`plan.space`)."""
+    return planner_space(cell.constraints, additive=cell.compressor.kind in ADDITIVE)
+
+
 def _greedy_plan(
     cell: Cell, profile: ModelProfile, costs: Costs, parts: dict[str, float]
 ) -> Plan:
-    """Algorithm 1, then Algorithm 2 (CPU offload, `OFFLOAD_ORDER`), timing each."""
+    """Algorithm 1, then Algorithm 2 (CPU offload, `OFFLOAD_ORDER`; not under the
+    `gpu_only` constraint), timing each."""
+    space = _space(cell)
     t0 = time.perf_counter()
-    g = greedy(profile, costs, passes=PASSES, fusion=cell.fusion, buckets=BUCKETS)
+    g = greedy(
+        profile,
+        costs,
+        space=space.options,
+        start=space.start,
+        passes=PASSES,
+        fusion=cell.fusion,
+        buckets=BUCKETS,
+    )
     t1 = time.perf_counter()
-    off = algorithm2(profile, costs, g.options, order=OFFLOAD_ORDER, fusion=cell.fusion)
     parts["algorithm1_s"] = parts.get("algorithm1_s", 0.0) + t1 - t0
+    if not space.offload:
+        return g.plan
+    off = algorithm2(profile, costs, g.options, order=OFFLOAD_ORDER, fusion=cell.fusion)
     parts["algorithm2_s"] = parts.get("algorithm2_s", 0.0) + time.perf_counter() - t1
     # Algorithm 2's search past its cap fell back to deciding group by group: say so
     parts["algorithm2_capped"] = max(parts.get("algorithm2_capped", 0.0), float(off.capped))
@@ -104,7 +125,7 @@ def _bytecomp_plan(
 ) -> Plan:
     planned = _greedy_plan(cell, profile, costs, parts)
     n = len(profile.tensors)
-    uniform = [fused_plan(profile, [o] * n, cell.fusion) for o in UNIFORM]
+    uniform = [fused_plan(profile, [o] * n, cell.fusion) for o in _space(cell).uniform]
     return _best(profile, costs, [planned, *uniform])
 
 
@@ -128,6 +149,6 @@ def brute_force(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
     from gcbench.plan.brute import brute_force as search
 
     t0 = time.perf_counter()
-    best = search(profile, costs, fusion=cell.fusion)
+    best = search(profile, costs, space=brute_space(cell.constraints), fusion=cell.fusion)
     elapsed = time.perf_counter() - t0
     return _step(best.plan, costs, elapsed, {"brute_force_s": elapsed})

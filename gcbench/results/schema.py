@@ -49,6 +49,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "mode",
     "seed",
     "compressor_costs",
+    "constraints",
 )
 
 # What a backend measures for one iteration (DESIGN §5 Metrics), with its meaning.

@@ -241,6 +241,7 @@ def plan_record(
         "version": 1,
         "cell_id": cell.id,
         "strategy": cell.strategy,
+        "constraints": "" if cell.constraints is None else cell.constraints.label(),
         "predicted_iteration_s": metrics["iteration_s"],
         "planner_s": metrics["planner_s"],
         "tensors": [
