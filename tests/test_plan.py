@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import Case, cases
 
 from gcbench.config import Cell
@@ -391,6 +392,88 @@ def test_the_kernel_equals_the_simulator_on_random_plans(case: Case):
     kernel = Kernel(case.profile, case.costs)
     assert kernel.iteration_s(case.plan) == want
     assert kernel.iteration_s(case.plan) == want  # from the cache
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(), data=st.data())
+def test_a_candidate_resumed_from_checkpoints_times_as_a_fresh_run(case: Case, data):
+    """`Kernel.iteration_s(plan, checkpoints, at)`: a plan sharing its first `at` buckets
+    with the checkpointed one, its other buckets' options redrawn, times exactly as
+    when run from the start (and as the simulator)."""
+    from gcbench.sim.kernel import Kernel
+
+    kernel = Kernel(case.profile, case.costs)
+    whole, ck = kernel.checkpoints(case.plan)
+    assert whole == kernel.iteration_s(case.plan)
+    n = len(case.plan.buckets)
+    at = data.draw(st.integers(0, n - 1))
+    assert kernel.iteration_s(case.plan, ck, at) == whole
+    pool = tuple(dict.fromkeys(case.plan.options))
+    changed = Plan(
+        case.plan.buckets,
+        case.plan.options[:at] + [data.draw(st.sampled_from(pool)) for _ in range(n - at)],
+    )
+    want = simulate(case.profile, case.costs, changed).iteration_s
+    assert kernel.iteration_s(changed, ck, at) == want == Kernel(
+        case.profile, case.costs
+    ).iteration_s(changed)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_the_kernels_communication_spans_are_the_simulators(case: Case):
+    """Remove reads the bubbles from the kernel's spans where the kernel timed the plan:
+    each bucket's [first comm start, last comm end] equals the simulator's jobs'."""
+    from gcbench.plan.greedy import bubble_cut
+    from gcbench.sim.kernel import Kernel
+
+    jobs = simulate(case.profile, case.costs, case.plan).jobs
+    want: dict[int, list[float]] = {}
+    for j in jobs:
+        if j.kind == "comm":
+            b = int(j.name.split()[1])
+            s = want.setdefault(b, [j.start_s, j.end_s])
+            s[0], s[1] = min(s[0], j.start_s), max(s[1], j.end_s)
+    spans: dict[int, list[float]] = {}
+    Kernel(case.profile, case.costs).checkpoints(case.plan, spans)
+    assert spans == want
+    assert bubble_cut(case.plan, spans) == before_bubbles(case.plan, jobs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([1, 1000, 2**16, 2**18, 2**20, 3 * 2**20]), min_size=1,
+                   max_size=40),
+    fusion=st.sampled_from(["ddp", "tensor", "fixed:4000000", "fixed:300000"]),
+    data=st.data(),
+)  # fmt: skip
+def test_a_candidate_plan_is_the_fused_plan_of_its_options(sizes, fusion, data):
+    """`candidate_plan` re-fuses only around the change; it must give exactly
+    `fused_plan` of the changed options, and share its first `at` buckets."""
+    from gcbench.plan.greedy import _Incumbent, candidate_plan
+    from gcbench.sim.iteration import parse_fusion
+
+    profile = toy(sizes)
+    n = len(sizes)
+    pool = UNIFORM[:3]
+    options = [data.draw(st.sampled_from(pool)) for _ in range(n)]
+    plan = fused_plan(profile, options, fusion)
+    bytes_ = [t.numel * 4 for t in profile.tensors]
+    inc = _Incumbent.of(options, plan, bytes_)
+    if data.draw(st.booleans()):
+        lo = data.draw(st.integers(0, n - 1))
+        hi = lo
+    else:  # a whole bucket
+        bucket = data.draw(st.sampled_from(plan.buckets))
+        lo, hi = bucket[0], bucket[-1]
+    opt = data.draw(st.sampled_from(pool))
+    got, at = candidate_plan(inc, lo, hi, opt, bytes_, parse_fusion(fusion))
+    trial = list(options)
+    trial[lo : hi + 1] = [opt] * (hi + 1 - lo)
+    want = fused_plan(profile, trial, fusion)
+    assert got.buckets == want.buckets and got.options == want.options
+    assert got.buckets[:at] == plan.buckets[:at] and got.options[:at] == plan.options[:at]
+    assert plan.buckets == fused_plan(profile, options, fusion).buckets  # left untouched
 
 
 def _planner_cases():

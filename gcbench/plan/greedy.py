@@ -50,7 +50,7 @@ from gcbench.sim.iteration import (
     parse_fusion,
     simulate,
 )
-from gcbench.sim.kernel import Kernel
+from gcbench.sim.kernel import Checkpoints, Kernel
 from gcbench.sim.options import Option
 from gcbench.zoo.profile import ModelProfile
 
@@ -86,10 +86,75 @@ def fused_plan(profile: ModelProfile, options: Sequence[Option], fusion: str = "
     return Plan(buckets, list(chosen))
 
 
+@dataclass
+class _Incumbent:
+    """The accepted strategy, as a candidate is built from it: its options and fused plan,
+    each tensor's bucket, whether a bucket starts at each tensor, each bucket's fill in
+    bytes (the fusion rule's state), and the kernel's checkpoints."""
+
+    options: list[Option]
+    plan: Plan
+    bucket_of: list[int]
+    starts: list[bool]
+    fill: list[int]
+    checkpoints: Checkpoints | None = None
+    spans: dict[int, list[float]] = field(default_factory=dict)  # comm span per bucket
+
+    @classmethod
+    def of(cls, options: list[Option], plan: Plan, sizes: Sequence[int]) -> _Incumbent:
+        bucket_of = [0] * len(options)
+        starts = [False] * len(options)
+        fill = []
+        for b, bucket in enumerate(plan.buckets):
+            starts[bucket[0]] = True
+            for i in bucket:
+                bucket_of[i] = b
+            fill.append(sum(sizes[i] for i in bucket))
+        return cls(options, plan, bucket_of, starts, fill)
+
+
+def candidate_plan(
+    inc: _Incumbent, lo: int, hi: int, option: Option, sizes: Sequence[int], rule: int | str
+) -> tuple[Plan, int]:
+    """`fused_plan` of the incumbent's options with tensors lo..hi set to `option`, and the
+    number of leading buckets it shares with the incumbent's plan, built by re-fusing only
+    from the bucket before the change to the first tensor past it where both plans start
+    a bucket (from there the fusion rule sees the same state; a test checks the result
+    equals `fused_plan`)."""
+    a = inc.bucket_of[lo - 1] if lo > 0 else 0
+    old = inc.plan
+    buckets = old.buckets[:a]
+    chosen = old.options[:a]
+    filled = inc.fill[a - 1] if a else 0
+    opts, starts = inc.options, inc.starts
+    first_cap, cap = FIRST_BUCKET_BYTES, BUCKET_BYTES
+    for i in range(old.buckets[a][0], len(opts)):
+        o = option if lo <= i <= hi else opts[i]
+        size = sizes[i]
+        if rule == "ddp":
+            full = filled >= (first_cap if len(buckets) == 1 else cap)
+        elif rule == "tensor":
+            full = True
+        else:
+            full = filled + size > rule  # type: ignore[operator]
+        if not buckets or (chosen[-1] is not o and chosen[-1] != o) or full:
+            if i > hi and starts[i]:  # in step with the incumbent again: its buckets follow
+                k = inc.bucket_of[i]
+                buckets.extend(old.buckets[k:])
+                chosen.extend(old.options[k:])
+                break
+            buckets.append([i])  # a new list: the incumbent's are shared, never changed
+            chosen.append(o)
+            filled = size
+        else:
+            buckets[-1].append(i)
+            filled += size
+    return Plan(buckets, chosen), a
+
+
 def before_bubbles(plan: Plan, jobs: Sequence[object]) -> set[int]:
     """The tensors of buckets whose communication ends before a bubble of the communication
-    timeline (Property #1): buckets in the order their communication starts, a bubble
-    where the next one starts after every earlier one has ended."""
+    timeline (Property #1), from the simulator's jobs (`bubble_cut` says how)."""
     spans: dict[int, list[float]] = {}
     for j in jobs:
         if getattr(j, "kind", None) != "comm":
@@ -98,6 +163,14 @@ def before_bubbles(plan: Plan, jobs: Sequence[object]) -> set[int]:
         start, end = j.start_s, j.end_s  # type: ignore[attr-defined]
         s = spans.setdefault(b, [start, end])
         s[0], s[1] = min(s[0], start), max(s[1], end)
+    return bubble_cut(plan, spans)
+
+
+def bubble_cut(plan: Plan, spans: dict[int, list[float]]) -> set[int]:
+    """The tensors of buckets whose communication ends before a bubble, given each
+    bucket's communication span ([first start, last end]): buckets in the order their
+    communication starts, a bubble where the next one starts after every earlier one has
+    ended."""
     order = sorted(spans, key=lambda b: (spans[b][0], b))
     last_bubble = -1  # position in `order` of the last bucket before a bubble
     end = -float("inf")
@@ -147,30 +220,47 @@ def greedy(
     options = [start] * len(profile.tensors)
     sims = 0
     fast = Kernel(profile, costs) if kernel else None
+    sizes = [t.numel * 4 for t in profile.tensors]
+    rule = parse_fusion(fusion)
 
     def full(opts: list[Option]) -> tuple[float, Plan, list[object]]:
         plan = fused_plan(profile, opts, fusion)
         result = simulate(profile, costs, plan)
         return result.iteration_s, plan, result.jobs  # type: ignore[return-value]
 
-    def run(opts: list[Option]) -> tuple[float, Plan, list[object] | None]:
+    def incumbent(opts: list[Option], plan: Plan) -> _Incumbent:
+        inc = _Incumbent.of(opts, plan, sizes)
+        if fast is not None:
+            _, inc.checkpoints = fast.checkpoints(plan, inc.spans)
+        return inc
+
+    def run(lo: int, hi: int, opt: Option) -> tuple[float, Plan, list[object] | None]:
+        """The incumbent with tensors lo..hi set to `opt`: by the kernel from the first
+        bucket it changes, or (naive) fused and simulated whole."""
         nonlocal sims
         sims += 1
         if fast is None:
-            return full(opts)
-        plan = fused_plan(profile, opts, fusion)
-        return fast.iteration_s(plan), plan, None
+            trial = list(options)
+            trial[lo : hi + 1] = [opt] * (hi + 1 - lo)
+            return full(trial)
+        plan, at = candidate_plan(inc, lo, hi, opt, sizes, rule)
+        return fast.iteration_s(plan, inc.checkpoints, at), plan, None
 
     best_s, plan, jobs0 = full(options)
     jobs: list[object] | None = jobs0
     sims += 1
+    inc = incumbent(options, plan)
     removed: set[int] = set()
+    seen: Plan | None = None  # the plan Remove last looked at
 
     def remove() -> None:  # Remove(S, G): uncompressed tensors before a bubble
-        nonlocal jobs
-        if jobs is None:  # timed by the kernel: the full simulator gives the timeline
-            jobs = list(simulate(profile, costs, plan).jobs)
-        for i in before_bubbles(plan, jobs):
+        nonlocal seen
+        if plan is seen:  # nothing accepted since: the same tensors
+            return
+        seen = plan
+        # the kernel's communication spans where it timed the plan, else the simulator's
+        cut = bubble_cut(plan, inc.spans) if jobs is None else before_bubbles(plan, jobs)
+        for i in cut:
             if options[i] == start:
                 removed.add(i)
 
@@ -180,17 +270,18 @@ def greedy(
         for idx in order(profile):
             if idx in removed:
                 continue
-            group = next(b for b in plan.buckets if idx in b) if buckets else [idx]
+            group = plan.buckets[inc.bucket_of[idx]] if buckets else [idx]
             for opt in (start, *space):  # GetBestOption: S first; first minimum wins
                 for members in ([idx], group) if len(group) > 1 else ([idx],):
                     if all(options[i] == opt for i in members):
                         continue
-                    trial = list(options)
-                    for i in members:
-                        trial[i] = opt
-                    s, p, j = run(trial)
+                    lo, hi = members[0], members[-1]  # a bucket is a run of tensors
+                    s, p, j = run(lo, hi, opt)
                     if s < best_s:
+                        trial = list(options)
+                        trial[lo : hi + 1] = [opt] * (hi + 1 - lo)
                         options, best_s, plan, jobs, changed = trial, s, p, j, True
+                        inc = incumbent(options, plan)
             remove()
         if not changed:
             break

@@ -149,6 +149,13 @@ class Option:
     def name(self) -> str:
         return " ".join((["fp16"] if self.fp16 else []) + [s.token for s in self.steps])
 
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.steps, self.fp16))
+
+    def __hash__(self) -> int:  # computed once: options key the planner's caches
+        return self._hash
+
     def __str__(self) -> str:
         return self.name
 
