@@ -108,7 +108,7 @@ def test_greedy_never_tries_tensors_before_bubbles_while_uncompressed():
     costs = costs_for(cell(network={"inter_gbps": 400}))
     g = greedy(profile, costs, fusion="tensor")
     assert g.removed == [0, 1, 2]  # the last bucket is followed by no bubble
-    assert g.simulations == 1 + len(DEFAULT_SPACE)
+    assert g.simulations + g.pruned == 1 + len(DEFAULT_SPACE)  # timed or bounded
     assert g.options[:3] == [NONE] * 3
 
 
@@ -419,6 +419,32 @@ def test_a_candidate_resumed_from_checkpoints_times_as_a_fresh_run(case: Case, d
     ).iteration_s(changed)
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(max_tensors=12), data=st.data())
+def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):
+    """`Kernel.bound` prunes candidates: it must never pass the time it bounds, for any
+    bucket and any option of the whole space (random models, clusters, costs, plans);
+    and `resume_at` from the slot equals a fresh run."""
+    from strategies import all_options
+
+    from gcbench.sim.kernel import Kernel
+
+    kernel = Kernel(case.profile, case.costs)
+    _, ck = kernel.checkpoints(case.plan)
+    n = len(case.plan.buckets)
+    m = data.draw(st.integers(0, n - 1))
+    at = data.draw(st.integers(0, m))
+    slot = kernel.slot(case.plan, ck, at, m)
+    pool = all_options(case.costs.additive)
+    for option in data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=8)):
+        options = list(case.plan.options)
+        options[m] = option
+        plan = Plan(case.plan.buckets, options)
+        exact = kernel.resume_at(plan, slot)
+        assert exact == Kernel(case.profile, case.costs).iteration_s(plan)
+        assert kernel.bound(slot, plan, option) <= exact * (1 + 1e-12)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
 def test_the_kernels_communication_spans_are_the_simulators(case: Case):
@@ -467,12 +493,15 @@ def test_a_candidate_plan_is_the_fused_plan_of_its_options(sizes, fusion, data):
         bucket = data.draw(st.sampled_from(plan.buckets))
         lo, hi = bucket[0], bucket[-1]
     opt = data.draw(st.sampled_from(pool))
-    got, at = candidate_plan(inc, lo, hi, opt, bytes_, parse_fusion(fusion))
+    got, at, sync = candidate_plan(inc, lo, hi, opt, bytes_, parse_fusion(fusion))
     trial = list(options)
     trial[lo : hi + 1] = [opt] * (hi + 1 - lo)
     want = fused_plan(profile, trial, fusion)
     assert got.buckets == want.buckets and got.options == want.options
     assert got.buckets[:at] == plan.buckets[:at] and got.options[:at] == plan.options[:at]
+    if sync is not None:
+        s, k = sync
+        assert got.buckets[s:] == plan.buckets[k:] and got.options[s:] == plan.options[k:]
     assert plan.buckets == fused_plan(profile, options, fusion).buckets  # left untouched
 
 

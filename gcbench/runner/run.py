@@ -297,7 +297,11 @@ def _run_locked(
     )
     store.write_manifest(manifest)
 
-    limit = concurrency or max(1, int(info["resources"].get("CPU", 1)))
+    # Each task takes a CPU, so Ray runs at most the cluster's CPUs at once; by default
+    # as many again wait queued, so that a worker finishing a cell starts the next at once
+    # instead of waiting for the driver's round trip (cheap cells: issue #13's overhead).
+    cpus = max(1, int(info["resources"].get("CPU", 1)))
+    limit = concurrency or 2 * cpus
     remote = ray.remote(num_cpus=1, max_retries=0)(_task)
     pending = list(reversed(todo))
     in_flight: dict[Any, Cell] = {}

@@ -10,8 +10,8 @@ compute stream, is summed left to right in C: the same additions), and each buck
 lowered steps cached per what they depend on: the bucket's option and size (and its
 tensors for low-rank compressors, whose ratio is per tensor), and, where the option reads
 it, the bucket index modulo the CPU cores (an option with a CPU operation runs it on
-`cpu:<b % cores>`) and the cluster size (rooted collectives' root is `b % n` for a group
-of n, which divides the cluster size). The same floats in the same order: the result
+`cpu:<b % cores>`) and modulo its rooted phases' group sizes (a reduce or gather over n
+GPUs is rooted at `b % n`). The same floats in the same order: the result
 equals `simulate(...).iteration_s` exactly (a test checks random plans).
 
 The planner changes one tensor or one bucket at a time, so a candidate shares its first
@@ -21,6 +21,7 @@ bucket and `iteration_s(plan, checkpoints, at)` starts the candidate there.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import reduce
 from operator import add as _plus
@@ -32,6 +33,11 @@ from gcbench.zoo.profile import ModelProfile
 
 # A lowered step as the kernel keeps it: (stream, seconds, waits for backward, is comm)
 _Lowered = tuple[str, float, bool, bool]
+# A bucket's lowering: its steps, the first that waits for backward, their seconds, each
+# stream's seconds, and the last two for the steps from the first that waits on
+_Lowering = tuple[
+    list[_Lowered], int, float, tuple[tuple[str, float], ...], float, tuple[tuple[str, float], ...]
+]
 
 
 @dataclass
@@ -56,6 +62,25 @@ class Checkpoints:
     rest: list[tuple[list[_Lowered], int, float, int]]
 
 
+@dataclass
+class Slot:
+    """One bucket about to take a candidate option (`Kernel.slot`): the state before it
+    (`before`, `rest`), the compute chain's end after its backward (`last`), the
+    earliest end of the whole backward, the streams' free times then, each stream's
+    remaining jobs summed up for `_after`, the largest bound that holds whatever the
+    candidate (`top`), and the update's seconds."""
+
+    bucket: int
+    before: _State
+    rest: list[tuple[list[_Lowered], int, float, int]]
+    last: float
+    backward_end: float
+    free: dict[str, float]
+    streams: dict[str, tuple[float, float, float, float, float, float]]
+    top: float
+    update: float
+
+
 class Kernel:
     """`iteration_s(plan)` for one profile and one set of costs, caching lowerings."""
 
@@ -65,8 +90,8 @@ class Kernel:
         self.backward = [t.backward_s for t in profile.tensors]
         self._bw = [d if d > 0 else 0.0 for d in self.backward]
         self.ctx = _Ctx(costs, self.numel)
-        self.cache: dict[tuple[Any, ...], tuple[list[_Lowered], int]] = {}
-        self._uses: dict[Any, tuple[bool, bool]] = {}
+        self.cache: dict[tuple[Any, ...], _Lowering] = {}
+        self._uses: dict[Any, tuple[int, int]] = {}
         self._by_size = costs.tensor_round_bytes is None
         self._prefix = [0]
         for n in self.numel:
@@ -75,7 +100,10 @@ class Kernel:
 
     def _steps(
         self, bucket: list[int], option: Any, b: int, size: float | None
-    ) -> tuple[list[_Lowered], int]:
+    ) -> _Lowering:
+        """The bucket's lowered steps, the first that waits for backward, the sum of
+        their seconds and each stream's share of it, and the same two for the steps that
+        wait for backward (`bound` reads the last four)."""
         x = self.ctx
         lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
         run = hi - lo + 1 == len(bucket)  # a run of tensors (every plan gcbench builds)
@@ -91,18 +119,31 @@ class Kernel:
         else:  # low-rank ratios are per tensor
             tensors = (lo, hi) if run else tuple(bucket)
         uses = self._uses.get(option)
-        if uses is None:  # what of the bucket index its lowering reads
+        if uses is None:  # what of the bucket index its lowering reads: the CPU core
+            # b % cores if it has a CPU operation, each rooted phase's root b % n
+            roots = [x.n[p.level] for p in option.phases if p.collective in ROOTED]
             uses = self._uses[option] = (
-                any(op.where == "cpu" for op in option.ops),
-                any(p.collective in ROOTED for p in option.phases),
+                x.cores if any(op.where == "cpu" for op in option.ops) else 1,
+                math.lcm(*roots) if roots else 1,
             )
-        key = (tensors, option, size, b % x.cores if uses[0] else 0, b % x.N if uses[1] else 0)
+        key = (tensors, option, size, b % uses[0], b % uses[1])
         hit = self.cache.get(key)
         if hit is None:
-            steps, cut = _lower(option, bucket, b, x, size)
+            lowered, cut = _lower(option, bucket, b, x, size)
+            steps = [(s[0], s[2] if s[2] > 0 else 0.0, s[5], s[1] == "comm") for s in lowered]
+            per: dict[str, float] = {}
+            post: dict[str, float] = {}
+            for k, (stream, dur, _, _) in enumerate(steps):
+                per[stream] = per.get(stream, 0.0) + dur
+                if k >= cut:
+                    post[stream] = post.get(stream, 0.0) + dur
             hit = self.cache[key] = (
-                [(s[0], s[2] if s[2] > 0 else 0.0, s[5], s[1] == "comm") for s in steps],
+                steps,
                 cut,
+                sum(d for _, d, _, _ in steps),
+                tuple(per.items()),
+                sum(d for _, d, _, _ in steps[cut:]),
+                tuple(post.items()),
             )
         return hit
 
@@ -113,74 +154,215 @@ class Kernel:
         it with each bucket's communication span ([first start, last end], the simulator's
         comm jobs') for the planner's bubbles."""
         ck = Checkpoints([], [])
-        return self._run(plan, None, 0, ck, spans), ck
+        return self._run(plan, None, [], 0, ck, spans), ck
 
     def iteration_s(self, plan: Plan, resume: Checkpoints | None = None, at: int = 0) -> float:
         """One iteration's time; with `resume`, the checkpoints of a plan whose first `at`
         buckets equal this plan's, phase one starts at bucket `at` from its state there
         (the same floats in the same order: the same result)."""
-        return self._run(plan, resume, at, None)
+        if resume is None:
+            return self._run(plan, None, [], 0, None)
+        st = resume.states[at]
+        return self._run(plan, st, resume.rest[: st.pending], at, None)
 
-    def _run(
+    def slot(self, plan: Plan, resume: Checkpoints, at: int, m: int) -> Slot:
+        """Bucket `m` of `plan` about to take one option or another (the planner's
+        candidates for one tensor or bucket, `plan` sharing its first `at` buckets with the
+        checkpointed one): the state before it, for `resume_at`, and what `bound` needs.
+
+        The bound treats each stream as one machine serving its remaining jobs in order
+        (the jobs of the buckets after m and the pending steps that wait for backward; the
+        candidate's own are added in `bound`). A job has a release (no earlier start: a
+        later bucket's steps wait for its backward, whose end is at least the compute
+        chain's now plus the backward before it, and for the steps before them in their
+        bucket; a step that waits for backward for the earliest end of the whole
+        backward) and a tail (what must follow its end: the rest of its bucket's steps and
+        the update). For any job j, the stream ends the jobs from j on no earlier than
+        j's release plus their seconds, and the iteration ends no earlier than that plus
+        their smallest tail (Jackson's bound); nor before the stream's free time plus all
+        its jobs' seconds and the update."""
+        st = resume.states[at]
+        free = dict(st.free)
+        rest = resume.rest[: st.pending]
+        last, end, done = self._phase1(plan, at, m, free, st.last, st.end, st.done, rest)
+        before = _State(dict(free), last, end, done, len(rest))
+        last, end, done = self._backward(plan.buckets[m], free, last, end, done)
+        bw = self._bw
+        update = self.profile.update_s if self.profile.update_s > 0 else 0.0
+        backward_end = reduce(_plus, bw[done:], last)  # at the earliest
+        # (release, seconds, tail) per stream, in the order the stream serves them
+        early: dict[str, list[tuple[float, float, float]]] = {}  # before backward ends
+        late: dict[str, list[tuple[float, float, float]]] = {}  # after: pending, then later
+
+        def chain(steps: list[_Lowered], cut: int, ready: float, first: int) -> None:
+            """Steps first.. of one bucket's chain, the first ready at `ready`."""
+            after = sum(d for _, d, _, _ in steps[first:]) + update
+            t = ready
+            for k in range(first, len(steps)):
+                stream, dur = steps[k][0], steps[k][1]
+                if k == cut and backward_end > t:
+                    t = backward_end
+                after -= dur
+                (late if k >= cut else early).setdefault(stream, []).append((t, dur, after))
+                t += dur
+
+        for steps, cut, t, _ in rest:  # pending: their steps that wait for backward, from t
+            chain(steps, cut, t, cut)
+        pending = {s: len(v) for s, v in late.items()}
+        sizes = plan.elements
+        ready, done_at = last, done
+        for b in range(m + 1, len(plan.buckets)):
+            bucket, opt = plan.buckets[b], plan.options[b]
+            if bucket and bucket[-1] >= done_at:
+                piece = bw[max(bucket[0], done_at) : bucket[-1] + 1]
+                early.setdefault("compute", []).append((ready, reduce(_plus, piece, 0.0), update))
+                ready = reduce(_plus, piece, ready)
+                done_at = bucket[-1] + 1
+            if opt is None or self.ctx.N == 1:
+                continue
+            steps, cut = self._steps(bucket, opt, b, None if sizes is None else sizes[b])[:2]
+            chain(steps, cut, ready, 0)
+        streams: dict[str, tuple[float, float, float, float, float, float]] = {}
+        top = max(end, backward_end + update)
+        for stream in {*free, *early, *late}:
+            jobs = early.get(stream, []) + late.get(stream, [])
+            # where the candidate's steps that wait for backward join the stream's order
+            own_at = len(early.get(stream, ())) + pending.get(stream, 0)
+            parts = []
+            for part in (jobs[:own_at], jobs[own_at:]):
+                c, p, most_c, most_p = -math.inf, 0.0, -math.inf, -math.inf
+                for r, d, q in part:
+                    c = (c if c > r else r) + d
+                    p += d
+                    if c + q > most_c:
+                        most_c = c + q
+                    if p + q > most_p:
+                        most_p = p + q
+                parts.append((most_c, most_p, c, p))
+            (a0, b0, c0, p0), (a2, b2, _, _) = parts
+            streams[stream] = (a0, b0, c0, p0, a2, b2)
+            v = _after(streams[stream], free.get(stream, 0.0), 0.0, backward_end)
+            if v > top:
+                top = v
+        return Slot(m, before, rest, last, backward_end, free, streams, top, update)
+
+    def bound(self, slot: Slot, plan: Plan, option: Any) -> float:
+        """A lower bound on the iteration time of `plan` with `option` in the slot's
+        bucket (`slot` says how; never above the exact time): the option's steps that
+        need not wait for backward timed exactly from the slot's state; then, on each
+        stream they use, the stream's jobs in order from those times (`_after`), and the
+        option's own chain to the update."""
+        b = slot.bucket
+        sizes = plan.elements
+        if self.ctx.N == 1:
+            return slot.top
+        steps, cut, _, _, chain_post, per_post = self._steps(
+            plan.buckets[b], option, b, None if sizes is None else sizes[b]
+        )
+        free = slot.free
+        t = slot.last
+        ends: dict[str, float] = {}
+        for k in range(cut):
+            stream, dur = steps[k][0], steps[k][1]
+            f = free.get(stream, 0.0)
+            if f > t:
+                t = f
+            t += dur
+            ends[stream] = t
+        low = slot.top
+        backward_end = slot.backward_end
+        v = (t if t > backward_end else backward_end) + chain_post + slot.update
+        if v > low:
+            low = v
+        post = dict(per_post)
+        for stream in ends.keys() | post.keys():
+            a = ends.get(stream)
+            if a is None:
+                a = free.get(stream, 0.0)
+            v = _after(slot.streams.get(stream, _IDLE), a, post.get(stream, 0.0), backward_end)
+            v = v if v > a + slot.update else a + slot.update
+            if v > low:
+                low = v
+        return low
+
+    def resume_at(self, plan: Plan, slot: Slot) -> float:
+        """The exact iteration time of `plan` (the slot's plan with its bucket's option
+        set), from the state before the slot's bucket."""
+        before = slot.before
+        return self._run(plan, before, slot.rest[: before.pending], slot.bucket, None)
+
+    def _backward(
+        self, bucket: list[int], free: dict[str, float], last: float, end: float, done: int
+    ) -> tuple[float, float, int]:
+        """The bucket's tensors' backward not yet run, on the compute stream."""
+        backward = self._bw
+        lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
+        if hi - lo + 1 == len(bucket):  # a run of tensors: its backward is one chain
+            if hi >= done:
+                t = free.get("compute", 0.0)
+                if last > t:
+                    t = last
+                # left to right, as one job after another: the same float additions
+                t = reduce(_plus, backward[max(lo, done) : hi + 1], t)
+                free["compute"] = last = t
+                if t > end:
+                    end = t
+                done = hi + 1
+            return last, end, done
+        for i in bucket:
+            if i >= done:
+                t = free.get("compute", 0.0)
+                if last > t:
+                    t = last
+                t += backward[i]
+                free["compute"] = last = t
+                if t > end:
+                    end = t
+                done = i + 1
+        return last, end, done
+
+    def _phase1(
         self,
         plan: Plan,
-        resume: Checkpoints | None,
-        at: int,
-        record: Checkpoints | None,
+        first: int,
+        stop: int,
+        free: dict[str, float],
+        last: float,
+        end: float,
+        done: int,
+        rest: list[tuple[list[_Lowered], int, float, int]],
+        states: list[_State] | None = None,
         spans: dict[int, list[float]] | None = None,
-    ) -> float:
-        self.evaluations += 1
-        profile = self.profile
-        rest: list[tuple[list[_Lowered], int, float, int]]
-        if resume is None:
-            at = 0
-            fwd = profile.forward_s if profile.forward_s > 0 else 0.0
-            free: dict[str, float] = {"compute": fwd}
-            end = last = fwd
-            done = 0
-            rest = []
-        else:
-            st = resume.states[at]
-            free = dict(st.free)
-            last, end, done = st.last, st.end, st.done
-            rest = resume.rest[: st.pending]
-
+    ) -> tuple[float, float, int]:
+        """Buckets first..stop-1: each one's backward, then its steps that need not wait
+        for backward (`free` and `rest` updated in place)."""
         single = self.ctx.N == 1
         sizes = plan.elements
-        backward = self._bw
         buckets, options = plan.buckets, plan.options
-        states = None if record is None else record.states
-        get, lower, keep = free.get, self._steps, rest.append
-        for b in range(at, len(buckets)):
+        get, lower, keep, bw = free.get, self._steps, rest.append, self._bw
+        for b in range(first, stop):
             bucket, opt = buckets[b], options[b]
             if states is not None:
                 states.append(_State(dict(free), last, end, done, len(rest)))
-            lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
-            if hi - lo + 1 == len(bucket):  # a run of tensors: its backward is one chain
+            if not bucket:
+                pass
+            elif bucket[-1] - bucket[0] + 1 == len(bucket):  # `_backward`, inlined
+                hi = bucket[-1]
                 if hi >= done:
                     t = get("compute", 0.0)
                     if last > t:
                         t = last
-                    # left to right, as one job after another: the same float additions
-                    t = reduce(_plus, backward[max(lo, done) : hi + 1], t)
+                    t = reduce(_plus, bw[max(bucket[0], done) : hi + 1], t)
                     free["compute"] = last = t
                     if t > end:
                         end = t
                     done = hi + 1
             else:
-                for i in bucket:
-                    if i >= done:
-                        t = get("compute", 0.0)
-                        if last > t:
-                            t = last
-                        t += backward[i]
-                        free["compute"] = last = t
-                        if t > end:
-                            end = t
-                        done = i + 1
+                last, end, done = self._backward(bucket, free, last, end, done)
             if single or opt is None:
                 continue
-            steps, cut = lower(bucket, opt, b, None if sizes is None else sizes[b])
+            hit = lower(bucket, opt, b, None if sizes is None else sizes[b])
+            steps, cut = hit[0], hit[1]
             t = last
             for stream, dur, _, comm in steps[:cut] if cut < len(steps) else steps:
                 start = get(stream, 0.0)
@@ -193,8 +375,47 @@ class Kernel:
                 if spans is not None and comm:
                     _span(spans, b, start, t)
             keep((steps, cut, t, b))
+        return last, end, done
+
+    def _run(
+        self,
+        plan: Plan,
+        state: _State | None,
+        rest: list[tuple[list[_Lowered], int, float, int]],
+        at: int,
+        record: Checkpoints | None,
+        spans: dict[int, list[float]] | None = None,
+    ) -> float:
+        self.evaluations += 1
+        profile = self.profile
+        if state is None:
+            at = 0
+            fwd = profile.forward_s if profile.forward_s > 0 else 0.0
+            free: dict[str, float] = {"compute": fwd}
+            end = last = fwd
+            done = 0
+        else:
+            free = dict(state.free)
+            last, end, done = state.last, state.end, state.done
+        states = None if record is None else record.states
+        n = len(plan.buckets)
+        last, end, done = self._phase1(plan, at, n, free, last, end, done, rest, states, spans)
         if record is not None:
             record.rest = rest
+        return self._phase2(free, last, end, rest, spans)
+
+    def _phase2(
+        self,
+        free: dict[str, float],
+        last: float,
+        end: float,
+        rest: list[tuple[list[_Lowered], int, float, int]],
+        spans: dict[int, list[float]] | None,
+    ) -> float:
+        """After backward: each bucket's steps that wait for it, in bucket order; the
+        update."""
+        profile = self.profile
+        get = free.get
         backward_end = last
         tails = last
         for steps, cut, t, b in rest:
@@ -232,3 +453,32 @@ def _span(spans: dict[int, list[float]], b: int, start: float, end: float) -> No
             s[0] = start
         if end > s[1]:
             s[1] = end
+
+
+_IDLE = (-math.inf, -math.inf, -math.inf, 0.0, -math.inf, -math.inf)  # a stream with no jobs
+
+
+def _after(
+    stream: tuple[float, float, float, float, float, float],
+    free: float,
+    own: float,
+    backward_end: float,
+) -> float:
+    """A lower bound on the iteration's end from one stream serving its jobs in order.
+
+    The jobs (release r, seconds d, tail q: what must follow their end) are those before
+    the candidate's deferred steps and those after. Served in order from a free time a,
+    job j ends no earlier than C_j(a) = max(C_j, a + P_j), C_j from the releases alone and
+    P_j the seconds up to j; the iteration no earlier than C_j(a) + q_j. `stream` holds,
+    for the two groups, max(C_j + q_j), max(P_j + q_j), and for the first the last C_j and
+    P_j: the candidate's deferred seconds (`own`) start after the first group and after
+    backward, the second group follows."""
+    a0, b0, c0, p0, a2, b2 = stream
+    low = a0 if a0 > free + b0 else free + b0
+    c = c0 if c0 > free + p0 else free + p0  # the stream free for the candidate's deferred
+    if c < free:
+        c = free
+    if own:
+        c = (c if c > backward_end else backward_end) + own
+    v = a2 if a2 > c + b2 else c + b2
+    return v if v > low else low
