@@ -972,10 +972,11 @@ def _plan_signature() -> None:
         str | None,
         typer.Option(
             "--constraints",
-            help="What the planner may choose, as key=value pairs: space=named|all (all: "
-            "every GPU path of ByteComp's decision tree), max_compressions=N, "
+            help="What the planner may choose, as key=value pairs: space=all|named (all, "
+            "the default: every GPU path of ByteComp's decision tree; named: the five "
+            "named options, faster to plan), max_compressions=N, "
             "collectives=allreduce,allgather,..., levels=flat|hierarchical, gpu_only=true. "
-            "E.g. 'space=all max_compressions=1'.",
+            "E.g. 'space=named max_compressions=1'.",
             show_default=False,
         ),
     ]

@@ -340,9 +340,10 @@ class Constraints(_Frozen):
     decision tree"). Part of the cell id; other strategies take none."""
 
     space: Literal["named", "all"] = Field(
-        "named",
-        description="named: fp32, fp32-2level, fp16, allgather, allgather-2level; all: "
-        "every GPU path of ByteComp's decision tree (174 for a non-additive compressor)",
+        "all",
+        description="all: every GPU path of ByteComp's decision tree (174 for a "
+        "non-additive compressor) and fp16; named: fp32, fp32-2level, fp16, allgather, "
+        "allgather-2level (faster to plan)",
     )
     max_compressions: int | None = Field(
         None, ge=0, le=8, description="compression operations per tensor at most (0: none)"
@@ -663,6 +664,16 @@ class Cell(_Frozen):
     seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
     compressor_costs: CompressorCosts | None = None
     constraints: Constraints | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _planner_defaults(cls, data: Any) -> Any:
+        """A planner cell always holds constraints (the defaults where none are given), so
+        that its id says what its planner searched."""
+        if isinstance(data, dict) and data.get("constraints") is None:
+            if data.get("strategy") in PLANNERS:
+                return {**data, "constraints": {}}
+        return data
 
     @model_validator(mode="after")
     def _constraints_leave_options(self) -> Cell:

@@ -5,10 +5,11 @@ prune the decision tree to rule out undesirable compression options", e.g. limit
 number of compression operations per tensor. A cell's `constraints`
 (`config.models.Constraints`) say:
 
-- `space`: `named` (default) — "no compression" (fp32) and the strategies inside
-  bytecomp's space that issue #13 names (fp32-2level, fp16, allgather, allgather-2level);
-  `all` — every GPU path of the decision tree (`sim.options.enumerate_paths`: 174 for a
-  non-additive compressor) plus those named ones it lacks (fp16);
+- `space`: `all` (default) — every GPU path of the decision tree
+  (`sim.options.enumerate_paths`: 174 for a non-additive compressor) plus the named ones
+  it lacks (fp16); `named` — "no compression" (fp32) and the strategies inside bytecomp's
+  space that issue #13 names (fp32-2level, fp16, allgather, allgather-2level), faster to
+  plan;
 - `max_compressions`: at most that many compression operations per tensor (0: never
   compress; an fp16 cast is not a compression);
 - `collectives`: the collectives an option may use (every phase's);
@@ -97,9 +98,9 @@ def _apply(options: Sequence[Option], rules: list[tuple[str, Any]], what: str) -
 
 @lru_cache(maxsize=256)  # constraints are frozen (hashable); grids ask again and again
 def planner_space(constraints: Any = None, *, additive: bool = False) -> Space:
-    """The planner's options under `constraints` (a `config.models.Constraints` or None),
-    for a compressor that is `additive` or not."""
-    everything = constraints is not None and constraints.space == "all"
+    """The planner's options under `constraints` (a `config.models.Constraints`; None: the
+    defaults), for a compressor that is `additive` or not."""
+    everything = constraints is None or constraints.space == "all"
     rules = _rules(constraints)
     if everything:
         paths = enumerate_paths(additive=additive)
