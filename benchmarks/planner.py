@@ -350,9 +350,10 @@ def speed(
 
 
 def space() -> None:
-    """What the whole option space would gain: Algorithm 1 over the 5 named options
-    against all 174 GPU paths of ByteComp's decision tree (every compression on the GPU),
-    both with bucket candidates and the exact kernel."""
+    """What the whole option space gains: Algorithm 1 over the 5 named options against all
+    174 GPU paths of ByteComp's decision tree (every compression on the GPU), both with
+    bucket candidates and the exact kernel (candidates timed, and those whose lower bound
+    ruled them out)."""
     from gcbench.sim.options import enumerate_options
 
     paths = sorted({o.path for o in enumerate_options(additive=False)}, key=lambda o: o.name)
@@ -377,7 +378,7 @@ def space() -> None:
         print(
             f"  {model:9s} {machines}x8 {gbps:3d} Gbps: 5 options {named.iteration_s * 1e3:7.1f} "
             f"ms ({t1 - t0:5.2f} s), {len(paths)} paths {every.iteration_s * 1e3:7.1f} ms "
-            f"({t2 - t1:5.1f} s, {every.simulations:,} candidates): "
+            f"({t2 - t1:5.2f} s, {every.simulations:,} timed, {every.pruned:,} bounded): "
             f"{1 - every.iteration_s / named.iteration_s:+.1%}"
         )
 

@@ -24,11 +24,17 @@ Algorithm 1 as written:
    open a new bubble).
 
 The space (`C_gpu` in the paper) is given by the caller (`plan.space`, after the cell's
-constraints); `DEFAULT_SPACE` holds the strategies inside bytecomp's space that issue #13
-names (fp32-2level, fp16, allgather, allgather-2level), with fp32 (flat allreduce) as "no
-compression". The whole space (`constraints: {space: all}`: the 174 GPU paths of
-`sim.options.enumerate_paths` and fp16) costs 50-60x the planning time
-(`benchmarks/planner.py --space`).
+constraints: by default the whole tree, the 174 GPU paths of
+`sim.options.enumerate_paths` and fp16); this function's default, `DEFAULT_SPACE`, holds
+the strategies inside bytecomp's space that issue #13 names (fp32-2level, fp16,
+allgather, allgather-2level), with fp32 (flat allreduce) as "no compression".
+
+Every candidate's time is exact, but not every candidate is timed from scratch: it
+resumes from the incumbent's kernel checkpoints at its first changed bucket
+(`candidate_plan` re-fuses only around the change), and over spaces of `PRUNE_FROM`
+options or more a lower bound (`Kernel.bound`) first rules out those that cannot win. The
+naive planner (`kernel=False`) fuses and simulates every candidate whole; tests check
+both return the same plan.
 
 Gcbench departs from the paper in one place, measured (`plan/strategies.py`): with
 `buckets=True`, GetBestOption also tries each option for the tensor's whole current
