@@ -73,6 +73,17 @@ PRUNE_FROM = 16
 _HOLE = object()  # the option of the candidate's bucket while it is fused
 
 
+def closes(rule: int | str, filled: int, size: int, buckets: int) -> bool:
+    """Whether the fusion rule closes the current bucket (`filled` bytes, the `buckets`-th)
+    before a tensor of `size` bytes: `ddp` once it holds its cap (1 MiB for the first,
+    25 MiB after), `tensor` always, `fixed:<bytes>` before it would pass the cap."""
+    if rule == "ddp":
+        return filled >= (FIRST_BUCKET_BYTES if buckets == 1 else BUCKET_BYTES)
+    if rule == "tensor":
+        return True
+    return filled + size > rule  # type: ignore[operator]
+
+
 def fused_plan(profile: ModelProfile, options: Sequence[Option], fusion: str = "ddp") -> Plan:
     """Buckets of consecutive tensors with the same option under the cell's fusion policy
     (`sim.iteration.fuse`): `ddp` closes a bucket once it holds at least its cap (1 MiB
@@ -84,12 +95,7 @@ def fused_plan(profile: ModelProfile, options: Sequence[Option], fusion: str = "
     filled = 0
     for i, (t, opt) in enumerate(zip(profile.tensors, options, strict=True)):
         size = t.numel * 4
-        if rule == "ddp":
-            full = filled >= (FIRST_BUCKET_BYTES if len(buckets) == 1 else BUCKET_BYTES)
-        elif rule == "tensor":
-            full = True
-        else:
-            full = filled + size > rule  # type: ignore[operator]
+        full = closes(rule, filled, size, len(buckets))
         # `is not` first: most neighbours share the very Option object (cheap to compare)
         if not buckets or (chosen[-1] is not opt and chosen[-1] != opt) or full:
             buckets.append([])
@@ -142,17 +148,11 @@ def candidate_plan(
     chosen = old.options[:a]
     filled = inc.fill[a - 1] if a else 0
     opts, starts = inc.options, inc.starts
-    first_cap, cap = FIRST_BUCKET_BYTES, BUCKET_BYTES
     sync = None
     for i in range(old.buckets[a][0], len(opts)):
         o = option if lo <= i <= hi else opts[i]
         size = sizes[i]
-        if rule == "ddp":
-            full = filled >= (first_cap if len(buckets) == 1 else cap)
-        elif rule == "tensor":
-            full = True
-        else:
-            full = filled + size > rule  # type: ignore[operator]
+        full = closes(rule, filled, size, len(buckets))
         if not buckets or (chosen[-1] is not o and chosen[-1] != o) or full:
             if i > hi and starts[i]:  # in step with the incumbent again: its buckets follow
                 k = inc.bucket_of[i]
