@@ -1044,52 +1044,11 @@ def _compressor_used(given: str, cell: Any, option: Any) -> None:
 
 
 def _writable(path: Path, flag: str) -> None:
-    """Check, before any work, that `atomic_write` can put a file at `path`: not a folder
-    or a special file (replacing /dev/null would be a disaster), no name too long, and a
-    writable folder (its nearest existing ancestor probed with a temporary file that is
-    removed at once). Raises ConfigError: one line naming `flag`."""
-    import os
-    import stat as stat_module
-    import tempfile
+    """Check, before any work, that `atomic_write` can put a file at `path`
+    (`files.check_writable`); ConfigError: one line naming `flag`."""
+    from gcbench.files import check_writable
 
-    from gcbench.files import TMP_PREFIX
-
-    def fail(why: str) -> None:
-        raise ConfigError([f"{flag}: cannot write {path}: {why}"])
-
-    def stat(p: Path) -> os.stat_result | None:
-        try:
-            return p.stat()
-        except OSError:  # missing, or a name the file system refuses
-            return None
-
-    if not path.name:
-        fail("no file name")
-    folder = path.parent
-    while stat(folder) is None and folder != folder.parent:
-        folder = folder.parent
-    try:
-        name_max = os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        name_max = 255
-    # atomic_write's temporary name: TMP_PREFIX + name + "." + 8 random characters
-    if len(os.fsencode(TMP_PREFIX + path.name)) + 9 > name_max or any(
-        len(os.fsencode(part)) > name_max for part in path.parts
-    ):
-        fail(f"a file name is too long (at most {name_max - len(TMP_PREFIX) - 9} bytes)")
-    st = stat(path)
-    if st is not None and stat_module.S_ISDIR(st.st_mode):
-        fail("it is a folder; give a file name")
-    if st is not None and not stat_module.S_ISREG(st.st_mode):
-        fail("it is not a regular file")
-    if not folder.is_dir():
-        fail(f"{folder} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        fail(f"{folder} is not writable ({e.strerror})")
+    check_writable(path, flag, file=True)
 
 
 bench_app = typer.Typer(

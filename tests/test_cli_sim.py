@@ -486,9 +486,9 @@ def _bad_targets(tmp_path):
     return [
         (tmp_path, "it is a folder"),
         (fifo, "not a regular file"),  # as /dev/null: 81933ad replaced it with the trace
-        (blocker / "t.json", "is not a folder"),
-        (tmp_path / ("x" * 250 + ".json"), "file name is too long"),
-        (tmp_path / ("d" * 300) / "t.json", "file name is too long"),
+        (blocker / "t.json", "is a file, not a folder"),
+        (tmp_path / ("x" * 250 + ".json"), "the file name is too long"),
+        (tmp_path / ("d" * 300) / "t.json", "a name in it is too long"),
         (__import__("pathlib").Path("/proc/gcbench-test/t.json"), "not writable"),
     ]
 
