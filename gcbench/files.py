@@ -65,6 +65,22 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def read_limited(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+    """At most `limit` bytes of `path`; a longer file (or an endless one such as
+    /dev/zero) is a ConfigError after reading `limit` + 1 bytes, never more. `what` names
+    the kind of file in the messages ("profile", "suite", ...)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as e:
+        raise ConfigError([f"{path}: cannot read {what}: {e.strerror or e}"]) from None
+    if len(raw) > limit:
+        shown = f"{size:,} bytes" if size > limit else f"more than {limit:,} bytes"
+        raise ConfigError([f"{path}: file is {shown}; {what} files are limited to {limit:,}"])
+    return raw
+
+
 def check_writable(path: str | os.PathLike[str], what: str, *, file: bool = False) -> None:
     """Check, before any work, that gcbench can write `path`: a folder it creates or fills
     (the default), or with `file=True` a file that `atomic_write` puts there.

@@ -507,7 +507,8 @@ def test_reads_stop_at_the_limit(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_suite("/dev/zero")
     assert info.value.messages == [
-        f"/dev/zero: file is more than {MAX_BYTES:,} bytes; suites are limited to {MAX_BYTES:,}"
+        f"/dev/zero: file is more than {MAX_BYTES:,} bytes; suite files are limited to "
+        f"{MAX_BYTES:,}"
     ]
     text = TINY_SUITE.replace("[tiny-mlp, tiny-cnn]", "[{name: m, profile: /dev/zero}]")
     path = write(tmp_path, "z.yaml", text)
@@ -519,5 +520,5 @@ def test_reads_stop_at_the_limit(tmp_path):
     ]
     assert time.perf_counter() - start < 2.0  # a safety bound: two reads of a few MB
     big = write(tmp_path, "big.yaml", b"#" * (MAX_BYTES + 10))
-    with pytest.raises(ConfigError, match=f"file is {MAX_BYTES + 10:,} bytes; suites are"):
+    with pytest.raises(ConfigError, match=f"file is {MAX_BYTES + 10:,} bytes; suite files are"):
         load_suite(big)

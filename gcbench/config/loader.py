@@ -12,7 +12,6 @@ find its line (STYLE §9).
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gcbench.errors import ConfigError
+from gcbench.files import read_limited
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -35,15 +35,7 @@ SAFE_TAGS = {
 def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
     """The file's data and its node tree. Raises ConfigError with one clear line."""
     where = str(path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)  # a longer (or endless) file is not read further
-            size = os.fstat(f.fileno()).st_size
-    except OSError as e:
-        raise ConfigError(f"{where}: cannot read: {e.strerror or e}") from None
-    if len(raw) > MAX_BYTES:
-        shown = f"{size:,} bytes" if size > MAX_BYTES else f"more than {MAX_BYTES:,} bytes"
-        raise ConfigError(f"{where}: file is {shown}; suites are limited to {MAX_BYTES:,}")
+    raw = read_limited(path, MAX_BYTES, "suite")  # a longer (or endless) file: not further
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -210,7 +210,7 @@ def read_costs(path: Path) -> tuple[Any, str]:
     ValueError, one line, when it cannot be read or is not a table."""
     from gcbench.compress.costs import table_from_json
     from gcbench.errors import ConfigError
-    from gcbench.zoo.profile_io import read_limited
+    from gcbench.files import read_limited
 
     try:
         raw = read_limited(path, MAX_COSTS_BYTES, "compressor cost table")

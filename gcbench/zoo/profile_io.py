@@ -33,14 +33,13 @@ import hashlib
 import io
 import json
 import math
-import os
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from gcbench.errors import ConfigError
-from gcbench.files import atomic_write
+from gcbench.files import atomic_write, read_limited
 from gcbench.zoo.catalog import ESPRESSO_MODELS, MODELS
 from gcbench.zoo.profile import ModelProfile, TensorProfile
 
@@ -301,21 +300,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _Bad(f"key {key!r} appears twice in one object")
         out[key] = value
     return out
-
-
-def read_limited(path: Path, limit: int, what: str) -> bytes:
-    """At most `limit` bytes of `path`; a longer file (or an endless one such as
-    /dev/zero) is a ConfigError after reading `limit` + 1 bytes, never more."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
-            size = os.fstat(f.fileno()).st_size
-    except OSError as e:
-        raise ConfigError([f"{path}: cannot read {what}: {e.strerror or e}"]) from None
-    if len(raw) > limit:
-        shown = f"{size:,} bytes" if size > limit else f"more than {limit:,} bytes"
-        raise ConfigError([f"{path}: file is {shown}; {what} files are limited to {limit:,}"])
-    return raw
 
 
 def read_profile(spec: str | Path) -> ModelProfile:
