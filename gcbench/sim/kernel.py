@@ -177,10 +177,9 @@ class Kernel:
         chain's now plus the backward before it, and for the steps before them in their
         bucket; a step that waits for backward for the earliest end of the whole
         backward) and a tail (what must follow its end: the rest of its bucket's steps and
-        the update). For any job j, the stream ends the jobs from j on no earlier than
-        j's release plus their seconds, and the iteration ends no earlier than that plus
-        their smallest tail (Jackson's bound); nor before the stream's free time plus all
-        its jobs' seconds and the update."""
+        the update). Served in order, job j ends no earlier than C_j = max(release_j,
+        C_j-1) + seconds_j, and the iteration no earlier than C_j + tail_j; `_after` takes
+        the maximum over j for any free time the candidate leaves the stream."""
         st = resume.states[at]
         free = dict(st.free)
         rest = resume.rest[: st.pending]
