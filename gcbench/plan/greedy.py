@@ -135,20 +135,18 @@ class _Incumbent:
 
 def candidate_plan(
     inc: _Incumbent, lo: int, hi: int, option: Option, sizes: Sequence[int], rule: int | str
-) -> tuple[Plan, int, tuple[int, int] | None]:
-    """`fused_plan` of the incumbent's options with tensors lo..hi set to `option`, the
-    number of leading buckets it shares with the incumbent's plan, and where the two
-    plans agree again ((s, k): its buckets from s on are the incumbent's from k on, or
-    None). Built by re-fusing only from the bucket before the change to the first tensor
-    past it where both plans start a bucket (from there the fusion rule sees the same
-    state; a test checks the result equals `fused_plan`)."""
+) -> tuple[Plan, int]:
+    """`fused_plan` of the incumbent's options with tensors lo..hi set to `option`, and the
+    number of leading buckets it shares with the incumbent's plan, built by re-fusing only
+    from the bucket before the change to the first tensor past it where both plans start
+    a bucket (from there the fusion rule sees the same state, and the incumbent's buckets
+    follow; a test checks the result equals `fused_plan`)."""
     a = inc.bucket_of[lo - 1] if lo > 0 else 0
     old = inc.plan
     buckets = old.buckets[:a]
     chosen = old.options[:a]
     filled = inc.fill[a - 1] if a else 0
     opts, starts = inc.options, inc.starts
-    sync = None
     for i in range(old.buckets[a][0], len(opts)):
         o = option if lo <= i <= hi else opts[i]
         size = sizes[i]
@@ -156,7 +154,6 @@ def candidate_plan(
         if not buckets or (chosen[-1] is not o and chosen[-1] != o) or full:
             if i > hi and starts[i]:  # in step with the incumbent again: its buckets follow
                 k = inc.bucket_of[i]
-                sync = (len(buckets), k)
                 buckets.extend(old.buckets[k:])
                 chosen.extend(old.options[k:])
                 break
@@ -166,7 +163,7 @@ def candidate_plan(
         else:
             buckets[-1].append(i)
             filled += size
-    return Plan(buckets, chosen), a, sync
+    return Plan(buckets, chosen), a
 
 
 def before_bubbles(plan: Plan, jobs: Sequence[object]) -> set[int]:
@@ -271,13 +268,13 @@ def greedy(
         if not prune or (lo and options[lo - 1] == opt) or (hi + 1 < n and options[hi + 1] == opt):
             # the run joins a neighbour's bucket: a plan of its own shape
             sims += 1
-            plan, at, _ = candidate_plan(inc, lo, hi, opt, sizes, rule)
+            plan, at = candidate_plan(inc, lo, hi, opt, sizes, rule)
             return fast.iteration_s(plan, inc.checkpoints, at), plan, None
         # Otherwise every option gives the same buckets, lo..hi one of them: fuse once
         # with a placeholder there, and bound each option before timing it.
         slot = slots.get((lo, hi))
         if slot is None:
-            shape, at, _ = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
+            shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
             m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
             assert inc.checkpoints is not None
             slot = slots[lo, hi] = (shape, fast.slot(shape, inc.checkpoints, at, m))
