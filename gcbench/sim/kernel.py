@@ -31,6 +31,10 @@ from gcbench.sim.iteration import Costs, Plan, _Ctx, _lower
 from gcbench.sim.options import ROOTED
 from gcbench.zoo.profile import ModelProfile
 
+# A stream's remaining jobs summed up for `_after`: before the candidate's deferred steps,
+# max(C_j + q_j) over all releases and over those that follow the backward, max(P_j + q_j),
+# the last C_j (both ways) and P_j; after them, the first three again
+_Stream = tuple[float, float, float, float, float, float, float, float, float]
 # A lowered step as the kernel keeps it: (stream, seconds, waits for backward, is comm)
 _Lowered = tuple[str, float, bool, bool]
 # A bucket's lowering: its steps, the first that waits for backward, their seconds, each
@@ -66,18 +70,22 @@ class Checkpoints:
 class Slot:
     """One bucket about to take a candidate option (`Kernel.slot`): the state before it
     (`before`, `rest`), the compute chain's end after its backward (`last`), the
-    earliest end of the whole backward, the streams' free times then, each stream's
-    remaining jobs summed up for `_after`, the largest bound that holds whatever the
-    candidate (`top`), and the update's seconds."""
+    earliest end of the whole backward and whether any runs after the bucket's steps,
+    the streams' free times then, each stream's remaining jobs summed up for `_after`,
+    the largest bound that holds whatever the candidate (`top`), the largest from the
+    releases that follow the backward alone (`moving`: later by what the candidate delays
+    the backward), and the update's seconds."""
 
     bucket: int
     before: _State
     rest: list[tuple[list[_Lowered], int, float, int]]
     last: float
     backward_end: float
+    more_backward: bool
     free: dict[str, float]
-    streams: dict[str, tuple[float, float, float, float, float, float]]
+    streams: dict[str, _Stream]
     top: float
+    moving: float
     update: float
 
 
@@ -189,24 +197,33 @@ class Kernel:
         bw = self._bw
         update = self.profile.update_s if self.profile.update_s > 0 else 0.0
         backward_end = reduce(_plus, bw[done:], last)  # at the earliest
-        # (release, seconds, tail) per stream, in the order the stream serves them
-        early: dict[str, list[tuple[float, float, float]]] = {}  # before backward ends
-        late: dict[str, list[tuple[float, float, float]]] = {}  # after: pending, then later
+        # (release, the part of it that follows the backward, seconds, tail) per stream,
+        # in the order the stream serves them
+        Job = tuple[float, float, float, float]
+        early: dict[str, list[Job]] = {}  # before backward ends
+        late: dict[str, list[Job]] = {}  # after: pending, then later
 
-        def chain(steps: list[_Lowered], cut: int, ready: float, first: int) -> None:
-            """Steps first.. of one bucket's chain, the first ready at `ready`."""
+        def chain(steps: list[_Lowered], cut: int, ready: float, first: int, moves: bool) -> None:
+            """Steps first.. of one bucket's chain, the first ready at `ready` (which
+            follows the backward if `moves`)."""
             after = sum(d for _, d, _, _ in steps[first:]) + update
             t = ready
+            t_moving = ready if moves else -math.inf
             for k in range(first, len(steps)):
                 stream, dur = steps[k][0], steps[k][1]
-                if k == cut and backward_end > t:
-                    t = backward_end
+                if k == cut:
+                    if backward_end > t:
+                        t = backward_end
+                    if backward_end > t_moving:
+                        t_moving = backward_end
                 after -= dur
-                (late if k >= cut else early).setdefault(stream, []).append((t, dur, after))
+                job = (t, t_moving, dur, after)
+                (late if k >= cut else early).setdefault(stream, []).append(job)
                 t += dur
+                t_moving += dur
 
         for steps, cut, t, _ in rest:  # pending: their steps that wait for backward, from t
-            chain(steps, cut, t, cut)
+            chain(steps, cut, t, cut, False)
         pending = {s: len(v) for s, v in late.items()}
         sizes = plan.elements
         ready, done_at = last, done
@@ -214,36 +231,49 @@ class Kernel:
             bucket, opt = plan.buckets[b], plan.options[b]
             if bucket and bucket[-1] >= done_at:
                 piece = bw[max(bucket[0], done_at) : bucket[-1] + 1]
-                early.setdefault("compute", []).append((ready, reduce(_plus, piece, 0.0), update))
+                seconds = reduce(_plus, piece, 0.0)
+                early.setdefault("compute", []).append((ready, ready, seconds, update))
                 ready = reduce(_plus, piece, ready)
                 done_at = bucket[-1] + 1
             if opt is None or self.ctx.N == 1:
                 continue
             steps, cut = self._steps(bucket, opt, b, None if sizes is None else sizes[b])[:2]
-            chain(steps, cut, ready, 0)
-        streams: dict[str, tuple[float, float, float, float, float, float]] = {}
+            chain(steps, cut, ready, 0, True)
+        streams: dict[str, _Stream] = {}
         top = max(end, backward_end + update)
+        moving = -math.inf
         for stream in {*free, *early, *late}:
             jobs = early.get(stream, []) + late.get(stream, [])
             # where the candidate's steps that wait for backward join the stream's order
             own_at = len(early.get(stream, ())) + pending.get(stream, 0)
             parts = []
             for part in (jobs[:own_at], jobs[own_at:]):
-                c, p, most_c, most_p = -math.inf, 0.0, -math.inf, -math.inf
-                for r, d, q in part:
+                c = cm = most_c = most_cm = most_p = -math.inf
+                p = 0.0
+                for r, rm, d, q in part:
                     c = (c if c > r else r) + d
+                    cm = (cm if cm > rm else rm) + d  # from the releases that move alone
                     p += d
                     if c + q > most_c:
                         most_c = c + q
+                    if cm + q > most_cm:
+                        most_cm = cm + q
                     if p + q > most_p:
                         most_p = p + q
-                parts.append((most_c, most_p, c, p))
-            (a0, b0, c0, p0), (a2, b2, _, _) = parts
-            streams[stream] = (a0, b0, c0, p0, a2, b2)
+                parts.append((most_c, most_cm, most_p, c, cm, p))
+            (a0, a0m, b0, c0, c0m, p0), (a2, a2m, b2, _, _, _) = parts
+            streams[stream] = (a0, a0m, b0, c0, c0m, p0, a2, a2m, b2)
             v = _after(streams[stream], free.get(stream, 0.0), 0.0, backward_end)
             if v > top:
                 top = v
-        return Slot(m, before, rest, last, backward_end, free, streams, top, update)
+            # from the releases that follow the backward alone: later by a candidate's shift
+            v = max(a0m, a2m, c0m + b2)
+            if v > moving:
+                moving = v
+        more = done < len(bw)  # tensors whose backward runs after the bucket's steps
+        return Slot(
+            m, before, rest, last, backward_end, more, free, streams, top, moving, update
+        )
 
     def bound(self, slot: Slot, plan: Plan, option: Any) -> float:
         """A lower bound on the iteration time of `plan` with `option` in the slot's
@@ -269,16 +299,25 @@ class Kernel:
             t += dur
             ends[stream] = t
         low = slot.top
-        backward_end = slot.backward_end
+        # the option's steps on the compute stream delay the backward after it, if any,
+        # and so every release that follows the backward, by `shift`
+        shift = ends.get("compute", 0.0) - slot.last if slot.more_backward else 0.0
+        if shift < 0.0:
+            shift = 0.0
+        backward_end = slot.backward_end + shift
         v = (t if t > backward_end else backward_end) + chain_post + slot.update
         if v > low:
             low = v
+        if shift and slot.moving + shift > low:  # every stream's jobs, moved
+            low = slot.moving + shift
         post = dict(per_post)
         for stream in ends.keys() | post.keys():
             a = ends.get(stream)
             if a is None:
                 a = free.get(stream, 0.0)
-            v = _after(slot.streams.get(stream, _IDLE), a, post.get(stream, 0.0), backward_end)
+            v = _after(
+                slot.streams.get(stream, _IDLE), a, post.get(stream, 0.0), backward_end, shift
+            )
             v = v if v > a + slot.update else a + slot.update
             if v > low:
                 low = v
@@ -454,14 +493,15 @@ def _span(spans: dict[int, list[float]], b: int, start: float, end: float) -> No
             s[1] = end
 
 
-_IDLE = (-math.inf, -math.inf, -math.inf, 0.0, -math.inf, -math.inf)  # a stream with no jobs
+_IDLE: _Stream = (-math.inf,) * 5 + (0.0,) + (-math.inf,) * 3  # a stream with no jobs
 
 
 def _after(
-    stream: tuple[float, float, float, float, float, float],
+    stream: _Stream,
     free: float,
     own: float,
     backward_end: float,
+    shift: float = 0.0,
 ) -> float:
     """A lower bound on the iteration's end from one stream serving its jobs in order.
 
@@ -471,8 +511,14 @@ def _after(
     P_j the seconds up to j; the iteration no earlier than C_j(a) + q_j. `stream` holds,
     for the two groups, max(C_j + q_j), max(P_j + q_j), and for the first the last C_j and
     P_j: the candidate's deferred seconds (`own`) start after the first group and after
-    backward, the second group follows."""
-    a0, b0, c0, p0, a2, b2 = stream
+    backward (`backward_end`, already shifted), the second group follows. Where the
+    candidate delays the backward by `shift`, the releases that follow the backward are
+    later by as much: the same maxima over those releases alone (`m`), shifted, bound too."""
+    a0, a0m, b0, c0, c0m, p0, a2, a2m, b2 = stream
+    if shift:
+        a0 = a0 if a0 > a0m + shift else a0m + shift
+        c0 = c0 if c0 > c0m + shift else c0m + shift
+        a2 = a2 if a2 > a2m + shift else a2m + shift
     low = a0 if a0 > free + b0 else free + b0
     c = c0 if c0 > free + p0 else free + p0  # the stream free for the candidate's deferred
     if c < free:
