@@ -70,7 +70,9 @@ class Checkpoints:
 class Slot:
     """One bucket about to take a candidate option (`Kernel.slot`): the state before it
     (`before`, `rest`), the compute chain's end after its backward (`last`), the
-    earliest end of the whole backward and whether any runs after the bucket's steps,
+    earliest end of the whole backward (from the backward alone, which a candidate's
+    steps may delay, and as timed without the candidate: `backward_base`) and whether any
+    runs after the bucket's steps,
     the streams' free times then, each stream's remaining jobs summed up for `_after`,
     the largest bound that holds whatever the candidate (`top`), the largest from the
     releases that follow the backward alone (`moving`: later by what the candidate delays
@@ -81,6 +83,7 @@ class Slot:
     rest: list[tuple[list[_Lowered], int, float, int]]
     last: float
     backward_end: float
+    backward_base: float
     more_backward: bool
     free: dict[str, float]
     streams: dict[str, _Stream]
@@ -197,50 +200,82 @@ class Kernel:
         bw = self._bw
         update = self.profile.update_s if self.profile.update_s > 0 else 0.0
         backward_end = reduce(_plus, bw[done:], last)  # at the earliest
-        # (release, the part of it that follows the backward, seconds, tail) per stream,
-        # in the order the stream serves them
-        Job = tuple[float, float, float, float]
-        early: dict[str, list[Job]] = {}  # before backward ends
-        late: dict[str, list[Job]] = {}  # after: pending, then later
-
-        def chain(steps: list[_Lowered], cut: int, ready: float, first: int, moves: bool) -> None:
-            """Steps first.. of one bucket's chain, the first ready at `ready` (which
-            follows the backward if `moves`)."""
-            after = sum(d for _, d, _, _ in steps[first:]) + update
-            t = ready
-            t_moving = ready if moves else -math.inf
-            for k in range(first, len(steps)):
-                stream, dur = steps[k][0], steps[k][1]
-                if k == cut:
-                    if backward_end > t:
-                        t = backward_end
-                    if backward_end > t_moving:
-                        t_moving = backward_end
-                after -= dur
-                job = (t, t_moving, dur, after)
-                (late if k >= cut else early).setdefault(stream, []).append(job)
-                t += dur
-                t_moving += dur
-
-        for steps, cut, t, _ in rest:  # pending: their steps that wait for backward, from t
-            chain(steps, cut, t, cut, False)
-        pending = {s: len(v) for s, v in late.items()}
+        # The plan without the candidate's steps, timed exactly from here: adding the
+        # candidate's jobs to the streams' queues can only delay every later job, so each
+        # job's readiness here (its bucket's previous step done, backward done where it
+        # waits for it) is a release it keeps with any candidate, and this plan's
+        # iteration time a bound for all of them.
+        # Jobs: [release, a release that follows the backward alone (later by a
+        # candidate's shift; from the backward's earliest ends), seconds, tail] per
+        # stream, in the order the stream serves them.
+        early: dict[str, list[tuple[float, float, float, float]]] = {}  # phase one
+        late: dict[str, list[tuple[float, float, float, float]]] = {}  # pending, later
+        base = dict(free)
+        now, ends = last, end  # the compute chain, the iteration's end so far
+        ready = last  # the earliest end of the backward so far, for the moving releases
         sizes = plan.elements
-        ready, done_at = last, done
+        done_at = done
+        chains: list[tuple[list[_Lowered], int, float, float]] = []  # phase two, in order
+        for steps, cut, t, _ in rest:  # pending: from their steps that wait for backward
+            chains.append((steps, cut, t, -math.inf))
+        pending = {}
         for b in range(m + 1, len(plan.buckets)):
             bucket, opt = plan.buckets[b], plan.options[b]
             if bucket and bucket[-1] >= done_at:
                 piece = bw[max(bucket[0], done_at) : bucket[-1] + 1]
                 seconds = reduce(_plus, piece, 0.0)
-                early.setdefault("compute", []).append((ready, ready, seconds, update))
+                early.setdefault("compute", []).append((now, ready, seconds, update))
+                t = base.get("compute", 0.0)
+                now = reduce(_plus, piece, t if t > now else now)
+                base["compute"] = now
+                if now > ends:
+                    ends = now
                 ready = reduce(_plus, piece, ready)
                 done_at = bucket[-1] + 1
             if opt is None or self.ctx.N == 1:
                 continue
             steps, cut = self._steps(bucket, opt, b, None if sizes is None else sizes[b])[:2]
-            chain(steps, cut, ready, 0, True)
+            after = sum(d for _, d, _, _ in steps) + update
+            t, moving = now, ready
+            for k in range(cut):
+                stream, dur = steps[k][0], steps[k][1]
+                after -= dur
+                early.setdefault(stream, []).append((t, moving, dur, after))
+                f = base.get(stream, 0.0)
+                t = (f if f > t else t) + dur
+                base[stream] = t
+                if t > ends:
+                    ends = t
+                moving += dur
+            chains.append((steps, cut, t, moving))
+        backward_end = backward_base = now  # exact without the candidate's steps
+        tails = now
+        for n_chain, (steps, cut, t, moving) in enumerate(chains):
+            if n_chain == len(rest):
+                pending = {s: len(v) for s, v in late.items()}
+            after = sum(d for _, d, _, _ in steps[cut:]) + update
+            if cut < len(steps):
+                moving = ready if ready > moving else moving
+            for k in range(cut, len(steps)):
+                stream, dur, waits = steps[k][0], steps[k][1], steps[k][2]
+                dep = t if not waits or t >= backward_end else backward_end
+                after -= dur
+                late.setdefault(stream, []).append((dep, moving, dur, after))
+                f = base.get(stream, 0.0)
+                t = (f if f > dep else dep) + dur
+                base[stream] = t
+                if t > ends:
+                    ends = t
+                moving += dur
+            if t > tails:
+                tails = t
+        if len(chains) == len(rest):
+            pending = {s: len(v) for s, v in late.items()}
+        f = base.get("compute", 0.0)
+        without = (f if f > tails else tails) + update  # the plan's time without it
+        backward_end = ready  # from here on: the earliest end of the backward
         streams: dict[str, _Stream] = {}
-        top = max(end, backward_end + update)
+        top = max(end, without if without > ends else ends, backward_end + update)
         moving = -math.inf
         for stream in {*free, *early, *late}:
             jobs = early.get(stream, []) + late.get(stream, [])
@@ -272,7 +307,18 @@ class Kernel:
                 moving = v
         more = done < len(bw)  # tensors whose backward runs after the bucket's steps
         return Slot(
-            m, before, rest, last, backward_end, more, free, streams, top, moving, update
+            m,
+            before,
+            rest,
+            last,
+            backward_end,
+            backward_base,
+            more,
+            free,
+            streams,
+            top,
+            moving,
+            update,
         )
 
     def bound(self, slot: Slot, plan: Plan, option: Any) -> float:
@@ -305,6 +351,8 @@ class Kernel:
         if shift < 0.0:
             shift = 0.0
         backward_end = slot.backward_end + shift
+        if slot.backward_base > backward_end:
+            backward_end = slot.backward_base
         v = (t if t > backward_end else backward_end) + chain_post + slot.update
         if v > low:
             low = v
