@@ -183,14 +183,14 @@ class Kernel:
 
         The bound treats each stream as one machine serving its remaining jobs in order
         (the jobs of the buckets after m and the pending steps that wait for backward; the
-        candidate's own are added in `bound`). A job has a release (no earlier start: a
-        later bucket's steps wait for its backward, whose end is at least the compute
-        chain's now plus the backward before it, and for the steps before them in their
-        bucket; a step that waits for backward for the earliest end of the whole
-        backward) and a tail (what must follow its end: the rest of its bucket's steps and
-        the update). Served in order, job j ends no earlier than C_j = max(release_j,
-        C_j-1) + seconds_j, and the iteration no earlier than C_j + tail_j; `_after` takes
-        the maximum over j for any free time the candidate leaves the stream."""
+        candidate's own are added in `bound`). A job has a release (no earlier start: its
+        readiness in the plan without the candidate's steps, timed exactly here, since
+        the candidate's jobs can only delay it; and, for the candidate's delay of the
+        backward, a second release that follows the backward alone) and a tail (what must
+        follow its end: the rest of its bucket's steps and the update). Served in order,
+        job j ends no earlier than C_j = max(release_j, C_j-1) + seconds_j, and the
+        iteration no earlier than C_j + tail_j; `_after` takes the maximum over j for any
+        free time the candidate leaves the stream."""
         st = resume.states[at]
         free = dict(st.free)
         rest = resume.rest[: st.pending]
