@@ -944,6 +944,8 @@ def plan(**given: Any) -> None:
         f"{cl.machines}x{cl.gpus_per_machine} {cell.network.intra} · "
         f"{cell.network.inter_gbps:g} Gbps · {cell.device}"
     )
+    constraints = cell.constraints.label() if cell.constraints is not None else ""
+    typer.echo(f"options: {constraints or 'the whole space (no constraints)'}")
     typer.echo(
         f"predicted iteration {m['iteration_s'] * 1e3:.2f} ms · planner "
         f"{m['planner_s'] * 1e3:.1f} ms · {m['buckets']} buckets"

@@ -232,6 +232,13 @@ def test_bad_constraints_in_a_suite_are_one_line_with_file_and_line(
 FLAGS = ["--model", "lstm", "--inter-gbps", "10", "--machines", "2", "--compressor", "dgc"]
 
 
+def test_plan_command_says_what_it_searched():
+    plain = CliRunner().invoke(app, ["plan", *FLAGS]).stdout.splitlines()
+    assert plain[1] == "options: the whole space (no constraints)"
+    named = CliRunner().invoke(app, ["plan", *FLAGS, "--constraints", "space=named gpu_only"])
+    assert named.stdout.splitlines()[1] == "options: space=named gpu_only=true"
+
+
 def test_plan_command_takes_constraints():
     r = CliRunner().invoke(app, ["plan", *FLAGS, "--constraints", "max_compressions=0", "--json"])
     assert r.exit_code == 0, r.output
