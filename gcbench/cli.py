@@ -894,18 +894,12 @@ def _constraints(text: str | None) -> Any:
     except ValidationError as e:
         from gcbench.config.loader import message
 
-        errors = e.errors()
-        locs = [tuple(err["loc"]) for err in errors]
         raise ConfigError(
-            [  # an error about a whole list is left out when one names its item
+            [
                 f"--constraints: {'.'.join(map(str, err['loc']))}: {message(err, Constraints)}"
-                for err in errors
-                if not any(len(o) > len(err["loc"]) and o[: len(err["loc"])] == tuple(err["loc"])
-                           for o in locs)
+                for err in e.errors()
             ]
         ) from None
-    except ValueError as e:
-        raise ConfigError([f"--constraints: {e}"]) from None
 
 
 def plan(**given: Any) -> None:

@@ -334,6 +334,12 @@ CollectiveName = Literal[
 ]
 
 
+def _some_collective(value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if value is not None and not value:
+        raise ValueError("give at least one collective")
+    return value
+
+
 class Constraints(_Frozen):
     """What the planner strategies (bytecomp, bytecomp-greedy, upper-bound, brute-force)
     may choose (`gcbench.plan.space`; ByteComp §4.2: users "add constraints to prune the
@@ -348,9 +354,10 @@ class Constraints(_Frozen):
     max_compressions: int | None = Field(
         None, ge=0, le=8, description="compression operations per tensor at most (0: none)"
     )
-    collectives: tuple[CollectiveName, ...] | None = Field(
-        None, min_length=1, description="the collectives an option may use"
-    )
+    # non-empty checked after the items (a min_length would repeat a bad item's error)
+    collectives: Annotated[
+        tuple[CollectiveName, ...] | None, AfterValidator(_some_collective)
+    ] = Field(None, description="the collectives an option may use")
     levels: Literal["any", "flat", "hierarchical"] = "any"
     gpu_only: bool = Field(False, description="no CPU offload (Algorithm 2 skipped)")
 

@@ -175,11 +175,11 @@ def bytecomp(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
 def upper_bound(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
     t0 = time.perf_counter()
     parts: dict[str, float] = {}
-    free = free_compression(costs)
+    free_costs = free_compression(costs)
     mine = _bytecomp_plan(cell, profile, costs, parts)
-    plan = _best(profile, free, [mine, _bytecomp_plan(cell, profile, free, parts, free=True)])
-    reused = parts.pop(_REUSED, 0.0)
-    return _step(plan, free, time.perf_counter() - t0 + reused, parts)
+    replan = _bytecomp_plan(cell, profile, free_costs, parts, free=True)
+    plan = _best(profile, free_costs, [mine, replan])
+    return _planned(plan, free_costs, t0, parts)
 
 
 def brute_force(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
