@@ -37,11 +37,9 @@ from gcbench.zoo.profile import ModelProfile
 _Stream = tuple[float, float, float, float, float, float, float, float, float]
 # A lowered step as the kernel keeps it: (stream, seconds, waits for backward, is comm)
 _Lowered = tuple[str, float, bool, bool]
-# A bucket's lowering: its steps, the first that waits for backward, their seconds, each
-# stream's seconds, and the last two for the steps from the first that waits on
-_Lowering = tuple[
-    list[_Lowered], int, float, tuple[tuple[str, float], ...], float, tuple[tuple[str, float], ...]
-]
+# A bucket's lowering: its steps, the first that waits for backward, and for the steps
+# from that one on their seconds and each stream's share of them
+_Lowering = tuple[list[_Lowered], int, float, tuple[tuple[str, float], ...]]
 
 
 @dataclass
@@ -72,8 +70,8 @@ class Slot:
     (`before`, `rest`), the compute chain's end after its backward (`last`), the
     earliest end of the whole backward (from the backward alone, which a candidate's
     steps may delay, and as timed without the candidate: `backward_base`) and whether any
-    runs after the bucket's steps,
-    the streams' free times then, each stream's remaining jobs summed up for `_after`,
+    runs after the bucket's steps, the streams' free times then, each stream's remaining
+    jobs summed up for `_after`,
     the largest bound that holds whatever the candidate (`top`), the largest from the
     releases that follow the backward alone (`moving`: later by what the candidate delays
     the backward), and the update's seconds."""
@@ -98,8 +96,7 @@ class Kernel:
     def __init__(self, profile: ModelProfile, costs: Costs):
         self.profile, self.costs = profile, costs
         self.numel = [t.numel for t in profile.tensors]
-        self.backward = [t.backward_s for t in profile.tensors]
-        self._bw = [d if d > 0 else 0.0 for d in self.backward]
+        self._bw = [t.backward_s if t.backward_s > 0 else 0.0 for t in profile.tensors]
         self.ctx = _Ctx(costs, self.numel)
         self.cache: dict[tuple[Any, ...], _Lowering] = {}
         self._uses: dict[Any, tuple[int, int]] = {}
@@ -112,9 +109,8 @@ class Kernel:
     def _steps(
         self, bucket: list[int], option: Any, b: int, size: float | None
     ) -> _Lowering:
-        """The bucket's lowered steps, the first that waits for backward, the sum of
-        their seconds and each stream's share of it, and the same two for the steps that
-        wait for backward (`bound` reads the last four)."""
+        """The bucket's lowered steps, the first that waits for backward, and the seconds
+        of the steps from that one on, in all and per stream (`bound` reads them)."""
         x = self.ctx
         lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
         run = hi - lo + 1 == len(bucket)  # a run of tensors (every plan gcbench builds)
@@ -142,17 +138,12 @@ class Kernel:
         if hit is None:
             lowered, cut = _lower(option, bucket, b, x, size)
             steps = [(s[0], s[2] if s[2] > 0 else 0.0, s[5], s[1] == "comm") for s in lowered]
-            per: dict[str, float] = {}
             post: dict[str, float] = {}
-            for k, (stream, dur, _, _) in enumerate(steps):
-                per[stream] = per.get(stream, 0.0) + dur
-                if k >= cut:
-                    post[stream] = post.get(stream, 0.0) + dur
+            for stream, dur, _, _ in steps[cut:]:
+                post[stream] = post.get(stream, 0.0) + dur
             hit = self.cache[key] = (
                 steps,
                 cut,
-                sum(d for _, d, _, _ in steps),
-                tuple(per.items()),
                 sum(d for _, d, _, _ in steps[cut:]),
                 tuple(post.items()),
             )
@@ -199,7 +190,6 @@ class Kernel:
         last, end, done = self._backward(plan.buckets[m], free, last, end, done)
         bw = self._bw
         update = self.profile.update_s if self.profile.update_s > 0 else 0.0
-        backward_end = reduce(_plus, bw[done:], last)  # at the earliest
         # The plan without the candidate's steps, timed exactly from here: adding the
         # candidate's jobs to the streams' queues can only delay every later job, so each
         # job's readiness here (its bucket's previous step done, backward done where it
@@ -248,7 +238,7 @@ class Kernel:
                     ends = t
                 moving += dur
             chains.append((steps, cut, t, moving))
-        backward_end = backward_base = now  # exact without the candidate's steps
+        backward_base = now  # the backward's end without the candidate's steps, exact
         tails = now
         for n_chain, (steps, cut, t, moving) in enumerate(chains):
             if n_chain == len(rest):
@@ -258,7 +248,7 @@ class Kernel:
                 moving = ready if ready > moving else moving
             for k in range(cut, len(steps)):
                 stream, dur, waits = steps[k][0], steps[k][1], steps[k][2]
-                dep = t if not waits or t >= backward_end else backward_end
+                dep = t if not waits or t >= backward_base else backward_base
                 after -= dur
                 late.setdefault(stream, []).append((dep, moving, dur, after))
                 f = base.get(stream, 0.0)
@@ -273,7 +263,7 @@ class Kernel:
             pending = {s: len(v) for s, v in late.items()}
         f = base.get("compute", 0.0)
         without = (f if f > tails else tails) + update  # the plan's time without it
-        backward_end = ready  # from here on: the earliest end of the backward
+        backward_end = ready  # the backward's earliest end from the backward alone
         streams: dict[str, _Stream] = {}
         top = max(end, without if without > ends else ends, backward_end + update)
         moving = -math.inf
@@ -331,7 +321,7 @@ class Kernel:
         sizes = plan.elements
         if self.ctx.N == 1:
             return slot.top
-        steps, cut, _, _, chain_post, per_post = self._steps(
+        steps, cut, chain_post, per_post = self._steps(
             plan.buckets[b], option, b, None if sizes is None else sizes[b]
         )
         free = slot.free
@@ -425,26 +415,12 @@ class Kernel:
         single = self.ctx.N == 1
         sizes = plan.elements
         buckets, options = plan.buckets, plan.options
-        get, lower, keep, bw = free.get, self._steps, rest.append, self._bw
+        get, lower, keep, backward = free.get, self._steps, rest.append, self._backward
         for b in range(first, stop):
             bucket, opt = buckets[b], options[b]
             if states is not None:
                 states.append(_State(dict(free), last, end, done, len(rest)))
-            if not bucket:
-                pass
-            elif bucket[-1] - bucket[0] + 1 == len(bucket):  # `_backward`, inlined
-                hi = bucket[-1]
-                if hi >= done:
-                    t = get("compute", 0.0)
-                    if last > t:
-                        t = last
-                    t = reduce(_plus, bw[max(bucket[0], done) : hi + 1], t)
-                    free["compute"] = last = t
-                    if t > end:
-                        end = t
-                    done = hi + 1
-            else:
-                last, end, done = self._backward(bucket, free, last, end, done)
+            last, end, done = backward(bucket, free, last, end, done)
             if single or opt is None:
                 continue
             hit = lower(bucket, opt, b, None if sizes is None else sizes[b])
