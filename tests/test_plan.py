@@ -443,6 +443,43 @@ def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):
         exact = kernel.resume_at(plan, slot)
         assert exact == Kernel(case.profile, case.costs).iteration_s(plan)
         assert kernel.bound(slot, plan, option) <= exact * (1 + 1e-12)
+    # the screen: every option's bound at once, from a table cached per bucket class
+    space = tuple(dict.fromkeys(data.draw(st.lists(st.sampled_from(pool), min_size=1))))
+    for option, low in zip(space, kernel.screen(slot, case.plan, space), strict=True):
+        options = list(case.plan.options)
+        options[m] = option
+        assert low <= kernel.resume_at(Plan(case.plan.buckets, options), slot) * (1 + 1e-12)
+
+
+def test_the_screen_reads_one_table_for_every_bucket_of_a_class():
+    """`Kernel.screen` keeps one table per bucket size and per which rooted groups have
+    GPU 0 as root (any other root: the same steps on its own streams). Over 70 equal
+    buckets of an 8 x 8 cluster, every root of every level, each bucket's screen from a
+    kernel that screened all the buckets before it equals a fresh kernel's, and bounds
+    every option's exact time."""
+    from strategies import all_options
+
+    from gcbench.sim.kernel import Kernel
+
+    profile = toy([2**16] * 70, [1e-4] * 70)
+    costs = costs_for(cell(cluster={"machines": 8, "gpus_per_machine": 8}))
+    space = all_options(costs.additive)
+    rooted = [o for o in space if any(p.collective in ("reduce", "gather") for p in o.phases)]
+    assert len(rooted) > 20
+    plan = Plan([[i] for i in range(70)], [rooted[i % len(rooted)] for i in range(70)])
+    warm = Kernel(profile, costs)
+    _, ck = warm.checkpoints(plan)
+    for m in range(70):
+        slot = warm.slot(plan, ck, 0, m)
+        low = warm.screen(slot, plan, space)
+        cold = Kernel(profile, costs)
+        fresh = cold.slot(plan, cold.checkpoints(plan)[1], 0, m)
+        assert (low == cold.screen(fresh, plan, space)).all()
+        for k in range(m % 7, len(space), 7):  # a seventh of the options per bucket
+            options = list(plan.options)
+            options[m] = space[k]
+            assert low[k] <= warm.resume_at(Plan(plan.buckets, options), slot) * (1 + 1e-12)
+    assert len(warm._tables) < 10  # one size; GPU 0 the root or not, per level
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,8 +20,9 @@ Algorithm 1 as written:
 3. For each remaining tensor in that order, `GetBestOption` (Property #3): the candidates
    are S itself and S with this tensor's option replaced by each option of the space;
    keep the one with the smallest simulated iteration time (the first on a tie, S
-   itself first, so the result is reproducible), then `Remove` again (a compression can
-   open a new bubble).
+   itself first, so the result is reproducible; a candidate must beat the incumbent by
+   more than float noise, a relative 1e-9, `BETTER`), then `Remove` again (a
+   compression can open a new bubble).
 
 The space (`C_gpu` in the paper) is given by the caller (`plan.space`, after the cell's
 constraints: by default the whole tree, the 174 GPU paths of
@@ -32,9 +33,12 @@ allgather, allgather-2level), with fp32 (flat allreduce) as "no compression".
 Every candidate's time is exact, but not every candidate is timed from scratch: it
 resumes from the incumbent's kernel checkpoints at its first changed bucket
 (`candidate_plan` re-fuses only around the change), and over spaces of `PRUNE_FROM`
-options or more a lower bound (`Kernel.bound`) first rules out those that cannot win. The
-naive planner (`kernel=False`) fuses and simulates every candidate whole; tests check
-both return the same plan.
+options or more, lower bounds first rule out those that cannot win: per run of tensors,
+the plan without the run's steps (`Kernel.slot`'s `top`: when it is no better than the
+incumbent, no option of the run can be), then every option at once in numpy
+(`Kernel.screen`), then the survivors one by one (`Kernel.bound`). The naive planner
+(`kernel=False`) fuses and simulates every candidate whole; tests check both return the
+same plan.
 
 Gcbench departs from the paper in one place, measured (`plan/strategies.py`): with
 `buckets=True`, GetBestOption also tries each option for the tensor's whole current
@@ -47,6 +51,8 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from gcbench.plan.space import NAMED
 from gcbench.sim.iteration import (
@@ -64,9 +70,13 @@ from gcbench.zoo.profile import ModelProfile
 NONE = NAMED[0]  # "no compression": a flat ring allreduce of fp32
 DEFAULT_SPACE: tuple[Option, ...] = NAMED[1:]
 BUBBLE_S = 1e-9  # gaps shorter than this (float noise) are not bubbles
-# A candidate is pruned when its lower bound passes the best time by more than float
-# noise could (the bound sums the same seconds in another order).
-PRUNE_MARGIN = 1 + 1e-9
+# A candidate replaces the incumbent when it is faster by more than float noise: its time
+# below the best's times BETTER. Without the margin a candidate whose bucket is off the
+# critical path could "win" by a rounding of the same seconds summed in another order.
+BETTER = 1 - 1e-9
+# A candidate is pruned when its lower bound passes that threshold by more than rounding
+# could (the bound sums the same seconds in another order).
+PRUNE_MARGIN = 1 + 1e-12
 # Bounding costs a slot per tensor (about one candidate's timing): worth it from this many
 # options (measured: the 5 named options are faster without, 175 much faster with).
 PRUNE_FROM = 16
@@ -249,37 +259,54 @@ def greedy(
             _, inc.checkpoints = fast.checkpoints(plan, inc.spans)
         return inc
 
-    # per (lo, hi), for this incumbent: the candidates' shape and its slot
-    slots: dict[tuple[int, int], tuple[Plan, Slot]] = {}
+    # per (lo, hi), for this incumbent: the candidates' shape, its slot and the options
+    # whose screen (`Kernel.screen`) does not rule them out
+    slots: dict[tuple[int, int], tuple[Plan, Slot, set[int]]] = {}
     n = len(options)
     pruned = 0
-    prune = len(space) + 1 >= PRUNE_FROM  # bounds pay off over large spaces only
+    choices = (start, *space)  # GetBestOption's order: S itself first
+    prune = len(choices) >= PRUNE_FROM  # bounds pay off over large spaces only
 
-    def run(lo: int, hi: int, opt: Option) -> tuple[float, Plan | None, list[object] | None]:
-        """The incumbent with tensors lo..hi set to `opt`: by the kernel from the first
-        bucket it changes, or (naive) fused and simulated whole. A candidate whose lower
-        bound (`Kernel.bound`) already exceeds the best time is not timed: inf."""
+    def shaped(lo: int, hi: int) -> tuple[Plan, Slot, set[int]]:
+        """The incumbent with tensors lo..hi in a bucket of their own whatever its option
+        (a placeholder there), its slot, and the options the screen keeps."""
+        got = slots.get((lo, hi))
+        if got is None:
+            shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
+            m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
+            assert fast is not None and inc.checkpoints is not None
+            bar = best_s * BETTER * PRUNE_MARGIN
+            where = fast.slot(shape, inc.checkpoints, at, m, bar)
+            if where.top > bar:  # the plan without the bucket's steps is already no better
+                keep: set[int] = set()
+            else:
+                keep = set(np.flatnonzero(fast.screen(where, shape, choices) <= bar).tolist())
+            got = slots[lo, hi] = (shape, where, keep)
+        return got
+
+    def joins(lo: int, hi: int, opt: Option) -> bool:
+        """Whether tensors lo..hi set to `opt` join a neighbour's bucket (a plan of its
+        own shape, not the slot's)."""
+        return (lo > 0 and options[lo - 1] == opt) or (hi + 1 < n and options[hi + 1] == opt)
+
+    def run(lo: int, hi: int, k: int) -> tuple[float, Plan | None, list[object] | None]:
+        """The incumbent with tensors lo..hi set to option `k` of `choices`: by the kernel
+        from the first bucket it changes, or (naive) fused and simulated whole. A
+        candidate whose lower bound (`Kernel.bound`) shows it cannot beat the best time
+        is not timed: inf."""
         nonlocal sims, pruned
+        opt = choices[k]
         if fast is None:
             sims += 1
             trial = list(options)
             trial[lo : hi + 1] = [opt] * (hi + 1 - lo)
             return full(trial)
-        if not prune or (lo and options[lo - 1] == opt) or (hi + 1 < n and options[hi + 1] == opt):
-            # the run joins a neighbour's bucket: a plan of its own shape
+        if not prune or joins(lo, hi, opt):
             sims += 1
             plan, at = candidate_plan(inc, lo, hi, opt, sizes, rule)
             return fast.iteration_s(plan, inc.checkpoints, at), plan, None
-        # Otherwise every option gives the same buckets, lo..hi one of them: fuse once
-        # with a placeholder there, and bound each option before timing it.
-        slot = slots.get((lo, hi))
-        if slot is None:
-            shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
-            m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
-            assert inc.checkpoints is not None
-            slot = slots[lo, hi] = (shape, fast.slot(shape, inc.checkpoints, at, m))
-        shape, where = slot
-        if fast.bound(where, shape, opt) > best_s * PRUNE_MARGIN:
+        shape, where, _ = shaped(lo, hi)
+        if fast.bound(where, shape, opt) > best_s * BETTER * PRUNE_MARGIN:
             pruned += 1
             return math.inf, None, None
         sims += 1
@@ -287,6 +314,36 @@ def greedy(
         chosen[where.bucket] = opt
         plan = Plan(shape.buckets, chosen)
         return fast.resume_at(plan, where), plan, None
+
+    where_in: dict[Option, list[int]] = {}
+    for k, o in enumerate(choices):
+        where_in.setdefault(o, []).append(k)
+
+    def candidates(runs: list[tuple[int, int]], after: int) -> list[int]:
+        """GetBestOption's candidates past position `after`, in order: position
+        2k + r is option k of `choices` on runs[r]; the incumbent itself is left out, and
+        (pruning) so are the slot's options its screen rules out."""
+        nonlocal pruned
+        out: list[int] = []
+        for r, (lo, hi) in enumerate(runs):
+            first = (after - r) // 2 + 1 if after >= r else 0  # the first k past `after`
+            # the run's option when it has one (the incumbent: not a candidate)
+            same: Option | None = options[lo]
+            if any(options[i] != same for i in range(lo + 1, hi + 1)):
+                same = None
+            if prune and fast is not None:
+                ks = set(shaped(lo, hi)[2])
+                for i in (lo - 1, hi + 1):  # joining a neighbour: not the slot's shape
+                    if 0 <= i < n:
+                        ks.update(where_in.get(options[i], ()))
+                kept = sorted(k for k in ks if k >= first)
+            else:
+                kept = list(range(first, len(choices)))
+            timed = [k for k in kept if choices[k] != same]
+            itself = 0 if same is None else sum(1 for k in where_in.get(same, ()) if k >= first)
+            pruned += len(choices) - first - len(timed) - itself  # ruled out by the screen
+            out.extend(2 * k + r for k in timed)
+        return sorted(out)
 
     best_s, plan, jobs0 = full(options)
     jobs: list[object] | None = jobs0
@@ -313,22 +370,22 @@ def greedy(
             if idx in removed:
                 continue
             group = plan.buckets[inc.bucket_of[idx]] if buckets else [idx]
-            for opt in (start, *space):  # GetBestOption: S first; first minimum wins
-                for members in ([idx], group) if len(group) > 1 else ([idx],):
-                    if all(options[i] == opt for i in members):
-                        continue
-                    lo, hi = members[0], members[-1]  # a bucket is a run of tensors
-                    s, p, j = run(lo, hi, opt)
-                    if s < best_s:
-                        assert p is not None
-                        trial = list(options)
-                        trial[lo : hi + 1] = [opt] * (hi + 1 - lo)
-                        options, best_s, plan, jobs, changed = trial, s, p, j, True
-                        inc = incumbent(options, plan)
-                        slots.clear()
+            # a bucket is a run of tensors
+            runs = [(idx, idx), (group[0], group[-1])] if len(group) > 1 else [(idx, idx)]
+            queue = candidates(runs, -1)
+            while queue:  # GetBestOption: the first minimum wins
+                pos = queue.pop(0)
+                lo, hi = runs[pos % 2]
+                s, p, j = run(lo, hi, pos // 2)
+                if s < best_s * BETTER:
+                    assert p is not None
+                    trial = list(options)
+                    trial[lo : hi + 1] = [choices[pos // 2]] * (hi + 1 - lo)
+                    options, best_s, plan, jobs, changed = trial, s, p, j, True
+                    inc = incumbent(options, plan)
+                    slots.clear()
+                    queue = candidates(runs, pos)  # screened anew against the new incumbent
             remove()
         if not changed:
             break
-    return Greedy(
-        options, plan, best_s, sims, time.perf_counter() - t0, sorted(removed), pruned
-    )
+    return Greedy(options, plan, best_s, sims, time.perf_counter() - t0, sorted(removed), pruned)

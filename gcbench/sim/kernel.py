@@ -17,6 +17,12 @@ equals `simulate(...).iteration_s` exactly (a test checks random plans).
 The planner changes one tensor or one bucket at a time, so a candidate shares its first
 buckets with the incumbent plan: `checkpoints` records the incumbent's state before each
 bucket and `iteration_s(plan, checkpoints, at)` starts the candidate there.
+
+Over a large option space most candidates are ruled out before they are timed, by lower
+bounds that never exceed the exact time (tests check them against it): `slot` times the
+plan without the candidate bucket's steps (no candidate ends earlier); `screen` bounds
+every option of the space at once from numpy tables of each option's seconds per stream,
+cached per bucket size; `bound` bounds one option more tightly, stream by stream.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dataclasses import dataclass
 from functools import reduce
 from operator import add as _plus
 from typing import Any
+
+import numpy as np
 
 from gcbench.sim.iteration import Costs, Plan, _Ctx, _lower
 from gcbench.sim.options import ROOTED
@@ -37,9 +45,24 @@ from gcbench.zoo.profile import ModelProfile
 _Stream = tuple[float, float, float, float, float, float, float, float, float]
 # A lowered step as the kernel keeps it: (stream, seconds, waits for backward, is comm)
 _Lowered = tuple[str, float, bool, bool]
-# A bucket's lowering: its steps, the first that waits for backward, and for the steps
-# from that one on their seconds and each stream's share of them
-_Lowering = tuple[list[_Lowered], int, float, tuple[tuple[str, float], ...]]
+# A bucket's lowering: its steps, the first that waits for backward, for the steps from
+# that one on their seconds and each stream's share of them, and each stream's share of
+# the steps before it
+_Lowering = tuple[
+    list[_Lowered], int, float, tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]
+]
+
+
+# Per option of a space, for one bucket (`Kernel.screen`): the streams, each option's
+# seconds on each, and its chain's seconds before and after the first step that waits
+# (columns: each a stream, or for a root's stream (name, level, suffix), named per bucket;
+# per option and column its seconds before and from its first step that waits, 0 where
+# it has steps from then on there else -inf; per option its chain's seconds before and
+# from that step)
+_Table = tuple[
+    list[tuple[str, str | None, str]],
+    "np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray",
+]  # fmt: skip
 
 
 @dataclass
@@ -105,10 +128,10 @@ class Kernel:
         for n in self.numel:
             self._prefix.append(self._prefix[-1] + n)
         self.evaluations = 0
+        self._tables: dict[tuple[Any, ...], _Table] = {}
+        self._spaces: dict[int, tuple[tuple[Any, ...], tuple[str, ...], int]] = {}
 
-    def _steps(
-        self, bucket: list[int], option: Any, b: int, size: float | None
-    ) -> _Lowering:
+    def _steps(self, bucket: list[int], option: Any, b: int, size: float | None) -> _Lowering:
         """The bucket's lowered steps, the first that waits for backward, and the seconds
         of the steps from that one on, in all and per stream (`bound` reads them)."""
         x = self.ctx
@@ -141,11 +164,15 @@ class Kernel:
             post: dict[str, float] = {}
             for stream, dur, _, _ in steps[cut:]:
                 post[stream] = post.get(stream, 0.0) + dur
+            pre: dict[str, float] = {}
+            for stream, dur, _, _ in steps[:cut]:
+                pre[stream] = pre.get(stream, 0.0) + dur
             hit = self.cache[key] = (
                 steps,
                 cut,
                 sum(d for _, d, _, _ in steps[cut:]),
                 tuple(post.items()),
+                tuple(pre.items()),
             )
         return hit
 
@@ -167,10 +194,12 @@ class Kernel:
         st = resume.states[at]
         return self._run(plan, st, resume.rest[: st.pending], at, None)
 
-    def slot(self, plan: Plan, resume: Checkpoints, at: int, m: int) -> Slot:
+    def slot(self, plan: Plan, resume: Checkpoints, at: int, m: int, bar: float = math.inf) -> Slot:
         """Bucket `m` of `plan` about to take one option or another (the planner's
         candidates for one tensor or bucket, `plan` sharing its first `at` buckets with the
         checkpointed one): the state before it, for `resume_at`, and what `bound` needs.
+        Where the plan without the bucket's steps already ends after `bar` (every
+        candidate does too), the streams' summaries are left out: `top` says it all.
 
         The bound treats each stream as one machine serving its remaining jobs in order
         (the jobs of the buckets after m and the pending steps that wait for backward; the
@@ -267,7 +296,7 @@ class Kernel:
         streams: dict[str, _Stream] = {}
         top = max(end, without if without > ends else ends, backward_end + update)
         moving = -math.inf
-        for stream in {*free, *early, *late}:
+        for stream in {*free, *early, *late} if top <= bar else ():
             jobs = early.get(stream, []) + late.get(stream, [])
             # where the candidate's steps that wait for backward join the stream's order
             own_at = len(early.get(stream, ())) + pending.get(stream, 0)
@@ -321,7 +350,7 @@ class Kernel:
         sizes = plan.elements
         if self.ctx.N == 1:
             return slot.top
-        steps, cut, chain_post, per_post = self._steps(
+        steps, cut, chain_post, per_post, _ = self._steps(
             plan.buckets[b], option, b, None if sizes is None else sizes[b]
         )
         free = slot.free
@@ -360,6 +389,111 @@ class Kernel:
             if v > low:
                 low = v
         return low
+
+    def screen(self, slot: Slot, plan: Plan, space: tuple[Any, ...]) -> np.ndarray:
+        """Lower bounds for every option of `space` in the slot's bucket at once, looser
+        than `bound` and far cheaper (numpy over a table cached per bucket class). The
+        iteration ends no earlier than the slot's `top`; than the option's chain (its
+        steps that need not wait for backward from its bucket's backward, the others
+        after the whole backward, then the update); and, on each stream, which serves
+        the option's early steps, the jobs before its deferred ones (`p0` seconds, done
+        no earlier than `c0`), its deferred steps, then the rest (`b2`: their seconds
+        and what must follow each): than its free time plus all those seconds, and,
+        where the option defers steps there, than max(c0, the backward's end) plus its
+        deferred seconds and the rest; the update follows every job."""
+        b = slot.bucket
+        sizes = plan.elements
+        columns, pre, post, waits, chain_pre, chain_post = self._table(
+            plan.buckets[b], space, b, None if sizes is None else sizes[b]
+        )
+        if self.ctx.N == 1:
+            return np.full(len(space), slot.top)
+        update, backward = slot.update, slot.backward_base
+        serve = np.empty(len(columns))  # free time plus the other jobs' seconds after
+        queued = np.empty(len(columns))  # when the option's deferred steps may start, after
+        get, free, n = slot.streams.get, slot.free, self.ctx.n
+        for j, (s, level, suffix) in enumerate(columns):
+            if level is not None:  # this bucket's root's stream
+                s = f"root:{level}:{b % n[level]}{suffix}"
+            st = get(s)
+            f = free.get(s, 0.0)
+            if st is None:
+                serve[j] = f + update
+                queued[j] = backward + update
+            else:
+                rest = st[8] if st[8] > update else update
+                serve[j] = f + st[5] + rest
+                queued[j] = (st[3] if st[3] > backward else backward) + rest
+        low = (pre + post + serve).max(axis=1)
+        np.maximum(low, (waits + post + queued).max(axis=1), out=low)
+        chain = np.maximum(chain_pre + slot.last, backward) + chain_post + update
+        np.maximum(low, chain, out=low)
+        np.maximum(low, slot.top, out=low)
+        return low
+
+    def _table(
+        self, bucket: list[int], space: tuple[Any, ...], b: int, size: float | None
+    ) -> _Table:
+        """Per option of `space` for this bucket: its seconds on each stream, before and
+        after its first step that waits for backward. Cached per what the lowerings read
+        of the bucket: its size (or tensors), and of its index only whether each rooted
+        group's root is GPU 0 (whose work shares worker 0's streams) and the CPU core: any
+        other root r gives the same steps on streams `root:<level>:<r>`, so the table's column
+        of such a stream keeps its level and `screen` names it for its own bucket."""
+        x = self.ctx
+        sp = self._spaces.get(id(space))
+        if sp is None or sp[0] is not space:
+            rooted = {p.level for o in space for p in o.phases if p.collective in ROOTED}
+            cpu = any(op.where == "cpu" for o in space for op in o.ops)
+            sp = self._spaces[id(space)] = (space, tuple(sorted(rooted)), x.cores if cpu else 1)
+        _, levels, cores = sp
+        lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
+        if size is None and self._by_size:
+            size = float(self._prefix[hi + 1] - self._prefix[lo])
+        roots = tuple(b % x.n[level] for level in levels)
+        key = (
+            id(space),
+            None if self._by_size else (lo, hi, len(bucket)),
+            size,
+            tuple(r == 0 for r in roots),
+            b % cores,
+        )
+        hit = self._tables.get(key)
+        if hit is None:
+            named = {f"root:{lv}:{r}": lv for lv, r in zip(levels, roots, strict=True) if r}
+            lowered = [self._steps(bucket, o, b, size) for o in space]
+            streams = sorted({s for hit in lowered for s, _ in hit[4] + hit[3]})
+            col = {s: j for j, s in enumerate(streams)}
+            blank = [0.0] * len(streams)
+            before, after, waits = [], [], []
+            for _, _, _, per_post, per_pre in lowered:
+                row = list(blank)
+                for s, d in per_pre:
+                    row[col[s]] = d
+                before.append(row)
+                row, mask = list(blank), [-math.inf] * len(streams)
+                for s, d in per_post:
+                    row[col[s]] = d
+                    mask[col[s]] = 0.0
+                after.append(row)
+                waits.append(mask)
+            pre, post = np.array(before), np.array(after)
+            columns = []
+            for s in streams:  # a root's streams by level: `root:<level>:<r>[:cpu]`
+                head, _, tail = s.partition(":") if s.startswith("root:") else ("", "", "")
+                level, _, rest = tail.partition(":")
+                r, _, suffix = rest.partition(":")
+                lv = named.get(f"root:{level}:{r}") if head else None
+                columns.append((s, lv, ":" + suffix if suffix else ""))
+            hit = self._tables[key] = (
+                columns,
+                pre,
+                post,
+                np.array(waits),
+                pre.sum(axis=1),
+                post.sum(axis=1),
+            )
+        return hit
 
     def resume_at(self, plan: Plan, slot: Slot) -> float:
         """The exact iteration time of `plan` (the slot's plan with its bucket's option
