@@ -237,7 +237,9 @@ def test_device_paths_match_on_several_chunks(monkeypatch, name):
     assert_same(name, *run_paths(monkeypatch, name, x, steps=1))
 
 
-@pytest.mark.parametrize("data", ["gradient", "sparse", "dense", "subnormal", "all-zero", "inf"])
+@pytest.mark.parametrize(
+    "data", ["gradient", "sparse", "dense", "subnormal", "all-zero", "inf", "nan", "fp64"]
+)
 @pytest.mark.parametrize("sparse_min", [0, t3.SPARSE_MIN])
 def test_threelc_sparse_dense_and_device_paths_agree(monkeypatch, data, sparse_min):
     """3LC's host path finds the nonzero values (sparse) or packs every byte (dense);
@@ -258,6 +260,10 @@ def test_threelc_sparse_dense_and_device_paths_agree(monkeypatch, data, sparse_m
         x.zero_()
     elif data == "inf":
         x[n // 2] = float("inf")
+    elif data == "nan":  # past the first chunk: the compiled scan gives up for the dense path
+        x[n - 17] = float("nan")
+    elif data == "fp64":
+        x = x.double() * 1e-3
     q_ref, m_ref = t3.quantize(x, 1.5)
     expected = t3.zero_run_encode(t3.pack_base3(q_ref))
     if n < 20_000:
@@ -271,7 +277,7 @@ def test_threelc_sparse_dense_and_device_paths_agree(monkeypatch, data, sparse_m
         )
         assert torch.equal(p.tensors["bytes"], expected), (data, fast)
         y = c.decompress(p, "k", 0)
-        assert torch.equal(y, t3.dequantize(q_ref, m_ref)) or data == "inf"
+        assert torch.equal(y, t3.dequantize(q_ref, m_ref, x.dtype)) or data in ("inf", "nan")
 
 
 def test_chunked_uniforms_are_the_sequential_stream():

@@ -48,12 +48,14 @@ non-finite on the wire too. An fp16/bf16 tensor with s > 1 may dequantize to ±i
 m itself exceeds the dtype's range (the paper's dequantization m·q, computed in fp32, then
 cast).
 
-Implementation. Host path: numpy array operations on the `chunks` pool, with Python
-loops over blocks and chunks, never over elements or bytes. For float32/float64 tensors
-of at least `SPARSE_MIN` elements one pass finds max|x| and the groups of five that may
-hold a nonzero value against the largest |x| seen so far (a lower bound of m/2), reading
-each group's five mask bytes as one 8-byte word; the candidates are rounded against the
-final m/2, packed, and zero-run encoded from the gaps between them, so the base-3^5
+Implementation. Host path: on the `chunks` pool, never a Python loop over elements or
+bytes. For float32/float64 tensors of at least `SPARSE_MIN` elements, two compiled
+loops (`_threelc_jit`, numba, without the GIL): one pass per chunk finds max|x| and the
+groups of five that may hold a nonzero value against the largest |x| seen so far (a
+lower bound of m/2), comparing the values' bits without the sign bit as integers (the
+float order, NaN above inf), and copies those groups' values while they are in cache;
+then, per chunk, the candidates are rounded against the final m/2, packed, and zero-run
+encoded from the gaps between them, and the chunks joined, so the base-3^5
 stream of mostly 121s is never written. Past `SPARSE_LIMIT` candidate groups (dense
 data), and for other dtypes, small tensors or a NaN, the dense path packs every group
 (each 5-byte group, read as an 8-byte word, times one constant, `_MAGIC`) and encodes
@@ -65,11 +67,10 @@ of the encoder), decoded by a cumulative sum of run lengths and one table lookup
 Payloads are the key's buffers (`base.py`): "bytes" is a prefix of one of ceil(n/5).
 
 Speed (2 shared cores, 2^24 fp32 N(0, 1) values, s = 1, medians of interleaved runs):
-compress ~11 ms against ~1.3-2.7 ms for a copy into a preallocated buffer (it was
-~34 ms single-threaded on the dense path); the one pass over the values is ~7 ms of it,
-its elementwise numpy passes (|x|, max, compare, group flags, search) bound by memory
-and by the GIL hand-overs between the two threads; decompress ~27 ms (most of it writing
-a fresh 64 MiB output).
+compress ~5.2 ms against ~2.8 ms for a copy into a preallocated buffer (~10 ms with the
+six numpy passes per block the compiled scan replaced, issue #16); decompress ~27 ms
+(most of it writing a fresh
+64 MiB output).
 """
 
 from __future__ import annotations
@@ -175,77 +176,6 @@ def _np_peak(arr: np.ndarray) -> float:
 
     peaks = chunks.for_chunks(arr.size, run)
     return float(np.max(peaks)) if peaks else 0.0
-
-
-def _at_most(value: float, dtype: np.dtype) -> np.floating:
-    """The largest number of `dtype` that is at most `value`."""
-    v = dtype.type(value)
-    return np.nextafter(v, dtype.type(-np.inf)) if float(v) > value else v
-
-
-def _candidates(
-    arr: np.ndarray, sparsity: float, limit: float
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """One pass over a float32/float64 array, chunk by chunk on the pool: (the ascending
-    indices of every whole group of five that may hold a nonzero value, those groups'
-    values (5k, flat), max|x|). Each block's |x| is compared against the half-scale of the
-    largest |x| seen so far by any thread, a lower bound of the final m/2 (fp32 rounding
-    is monotone), so the candidates hold every group with some |x| > m/2 and, for
-    gradient-like data, few others; the caller rounds them against the final m/2 once it
-    is known. A group's flag is its five mask bytes read as one 8-byte word at a stride of
-    5, so only one value in five is searched. The padded last group (n mod 5 values) is
-    left to the caller. Raises `_Dense` for a NaN or once more than `limit` of a chunk's
-    groups are candidates."""
-    seen = [0.0]  # shared by the threads; a stale read only lowers the bound
-    whole = arr.size // 5  # groups of five values
-    group = np.dtype((np.void, 5 * arr.itemsize))  # five values as one record: fast `take`
-
-    def run(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, float]:
-        a_buf = chunks.scratch("abs", chunks.BLOCK, arr.dtype)
-        m_buf = chunks.scratch("mask", chunks.BLOCK + 8, np.uint8)  # 3 spare bytes: words
-        w_buf = chunks.scratch("words", chunks.BLOCK // 5 + 1, np.uint64)
-        f_buf = chunks.scratch("flags", chunks.BLOCK // 5 + 1, np.bool_)
-        found: list[np.ndarray] = []
-        values: list[np.ndarray] = []
-        count, cap, peak = 0, limit * (hi - lo) / 5, 0.0
-        for b0, b1 in chunks.blocks(lo, hi):  # b0 is a multiple of 5
-            m = b1 - b0
-            a = a_buf[:m]
-            np.abs(arr[b0:b1], out=a)
-            block_peak = float(np.max(a))
-            if block_peak != block_peak:  # NaN: the dense path keeps the paper's rules
-                raise _Dense
-            peak = max(peak, block_peak)
-            bound = max(seen[0], peak)
-            seen[0] = bound
-            g = min(m // 5, whole - b0 // 5)
-            if g <= 0:
-                continue
-            mask = m_buf[:m].view(np.bool_)
-            np.greater(a, _at_most(_wire_scale(bound, sparsity) / 2, arr.dtype), out=mask)
-            words = np.ndarray((g,), dtype="<u8", buffer=m_buf, strides=(5,))
-            w = np.bitwise_and(words, np.uint64(0xFF_FFFF_FFFF), out=w_buf[:g])
-            flags = np.not_equal(w, 0, out=f_buf[:g])
-            groups = np.flatnonzero(flags)
-            if not groups.size:
-                continue
-            values.append(np.take(arr[b0 : b0 + 5 * g].view(group), groups))
-            found.append(groups + b0 // 5)
-            count += groups.size
-            if count > cap:
-                raise _Dense
-        if not found:
-            return np.empty(0, np.int64), np.empty(0, group), peak
-        return np.concatenate(found), np.concatenate(values), peak
-
-    parts = chunks.for_chunks(arr.size, run)
-    peak = max((p[2] for p in parts), default=0.0)
-    if len(parts) == 1:
-        groups, values = parts[0][0], parts[0][1]
-    else:
-        groups = np.concatenate([p[0] for p in parts])
-        values = np.concatenate([p[1] for p in parts])
-    return groups, values.view(arr.dtype), peak
 
 
 class _Dense(Exception):
@@ -569,9 +499,9 @@ class ThreeLC(Compressor):
     both the key's buffers ("bytes" a prefix of a buffer of ceil(n/5) bytes).
 
     Host path, for float32 and float64 tensors of at least `SPARSE_MIN` elements: the
-    positions of the nonzero values are found chunk by chunk (a mask, then its nonzero
-    words), the literal bytes are built from them alone and zero-run encoded by their
-    gaps, never writing the base-3^5 stream; past `SPARSE_LIMIT` nonzero values a chunk
+    groups that may hold a nonzero value are found chunk by chunk (compiled,
+    `_threelc_jit`), the literal bytes are built from them alone and zero-run encoded by
+    their gaps, never writing the base-3^5 stream; past `SPARSE_LIMIT` nonzero values a chunk
     gives up for the dense path (every byte packed, then encoded), which also serves other
     dtypes, small tensors and non-finite scales. The device path (torch) packs and encodes
     with tensor operations. All three give the same bytes (the tests check them against a
@@ -616,14 +546,9 @@ class ThreeLC(Compressor):
         n = arr.size
         if n >= SPARSE_MIN:
             try:
-                cand, cand_values, peak = _candidates(arr, self.sparsity, SPARSE_LIMIT)
+                return _sparse_encode(arr, self.sparsity, out)
             except _Dense:
                 pass
-            else:
-                scale = _wire_scale(peak, self.sparsity)
-                arr, half = _compare_np(arr, scale)
-                lit, values = _literals(arr, half, cand, cand_values.astype(arr.dtype, copy=False))
-                return scale, _zre_gaps(lit, values, -(-n // 5), out).size
         scale = _wire_scale(_np_peak(arr), self.sparsity) if n else 0.0
         arr, half = _compare_np(arr, scale)
 
@@ -686,25 +611,68 @@ class ThreeLC(Compressor):
         return -(-numel // 5) + 4
 
 
-def _literals(
-    arr: np.ndarray, half: np.floating, groups: np.ndarray, values: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The base-3^5 stream's bytes other than 121: of the candidate groups (ascending
-    indices, their values flat, five each) those that round to a nonzero against m/2,
-    packed as the dense path packs, and the padded last group (never 121: its padding
-    trits are 0). (indices, bytes)."""
+def _sparse_encode(arr: np.ndarray, sparsity: float, out: np.ndarray) -> tuple[float, int]:
+    """The sparse host path (compiled, `_threelc_jit`): chunk by chunk on the pool, the
+    groups of five that may hold a nonzero value against a running lower bound of m/2
+    (shared by the threads: a stale read only lowers it) and max|x|; then, against the
+    final m/2, those groups' bytes zero-run encoded from the gaps between them, into
+    `out`. (m, length). Raises `_Dense` for a NaN or once more than `SPARSE_LIMIT` of a
+    chunk's groups are candidates."""
+    from gcbench.compress import _threelc_jit as jit
+
     n = arr.size
-    total = -(-n // 5)
+    whole, total = n // 5, -(-n // 5)
+    seen = [0.0]
+    bits = arr.view(np.uint64 if arr.dtype == np.float64 else np.uint32)
+    # every chunk's candidates in its own slice of the caller's scratch (no concatenation)
+    each = int(SPARSE_LIMIT * chunks.CHUNK / 5)
+    parts = len(chunks.ranges(n))
+    groups = chunks.scratch("3lc groups", each * parts, np.int64)
+    values = chunks.scratch("3lc values", 5 * each * parts, bits.dtype)
 
-    def fill(start: int, stop: int, t: np.ndarray) -> None:
-        _trits_into(values[start:stop], half, t, chunks.scratch("ge", stop - start, np.bool_))
+    def run(lo: int, hi: int) -> tuple[int, float]:
+        g_lo, g_hi = lo // 5, min(hi // 5, whole)  # chunks start at multiples of 5
+        at = lo // chunks.CHUNK * each
+        cell = np.empty(1, arr.dtype)  # one float and its bits, for the kernel
+        peak, count = jit.scan(
+            bits, g_lo, g_hi, seen[0], sparsity, int(SPARSE_LIMIT * (g_hi - g_lo)),
+            groups[at : at + each], values[5 * at : 5 * (at + each)], cell,
+            cell.view(bits.dtype),
+        )  # fmt: skip
+        if peak != peak or count < 0:
+            raise _Dense
+        seen[0] = max(seen[0], peak)
+        return count, peak
 
-    byte = _pack_blocks(values.size, fill)
-    keep = byte != ZERO_BYTE
-    lit, out = groups[keep], byte[keep]
-    if n % 5:  # the padded last group, from its own trits
-        last_t = np.zeros(5, np.uint8)
-        _trits_into(arr[5 * (total - 1) :], half, last_t[: n % 5])
-        last = np.uint8(int(last_t.astype(np.int64) @ np.array(WEIGHTS, dtype=np.int64)))
-        lit, out = np.append(lit, total - 1), np.append(out, last)
-    return lit, out
+    found = chunks.for_chunks(n, run)
+    peak = max((p[1] for p in found), default=0.0)
+    tail = arr[5 * whole :]  # the padded last group's values
+    if tail.size:
+        top = float(np.max(np.abs(tail)))
+        if top != top:
+            raise _Dense
+        peak = max(peak, top)
+    scale = _wire_scale(peak, sparsity)
+    arr, half = _compare_np(arr, scale)
+    floats = values.view(np.float64 if bits.dtype == np.uint64 else np.float32)
+    floats = floats.astype(arr.dtype, copy=False)  # fp64 where m/2 is subnormal in fp32
+    last = -1
+    if tail.size:  # never 121: its padding trits are 0
+        t = np.zeros(5, np.uint8)
+        _trits_into(arr[5 * whole :], half, t[: tail.size])
+        last = int(t.astype(np.int64) @ np.array(WEIGHTS, dtype=np.int64))
+    bodies = chunks.scratch("3lc bodies", chunks.CHUNK // 5 * parts, np.uint8)
+    step = chunks.CHUNK // 5  # a chunk's body is never longer than its groups
+
+    def body(k: int) -> tuple[int, int, int]:
+        at = k * each
+        count = found[k][0]
+        return jit.encode(
+            floats[5 * at : 5 * (at + count)], half, groups[at : at + count], count,
+            bodies[k * step : (k + 1) * step],
+        )  # fmt: skip
+
+    coded = chunks.for_chunks(len(found), lambda k, _: body(k), chunk=1)
+    lengths, firsts, lasts = (np.array(v, dtype=np.int64) for v in zip(*coded, strict=True))
+    size = jit.stitch(bodies, step, lengths, firsts, lasts, total, last, out)
+    return scale, int(size)
