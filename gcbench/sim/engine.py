@@ -70,9 +70,13 @@ class Timeline:
         dur: float,
         deps: tuple[Job, ...] = (),
         nbytes: float = 0,
+        earliest: float = 0.0,
     ) -> Job:
-        """Append a job to `stream`'s service order and time it."""
+        """Append a job to `stream`'s service order and time it (no earlier than
+        `earliest`: an emulated collective starts when its last peer is ready)."""
         start = self.free.get(stream, 0.0)
+        if earliest > start:
+            start = earliest
         for d in deps:
             if d.end_s > start:
                 start = d.end_s

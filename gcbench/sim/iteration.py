@@ -52,7 +52,7 @@ the trace's bytes add up to the `wire_bytes` metric.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -300,10 +300,48 @@ class _Ctx:
         return steps * link.latency_s, factor / link.effective_Bps, wire_bytes(name, 1.0, n) * share
 
 
-def simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool = True) -> Result:
-    """Build and time one iteration; metrics follow DESIGN §5."""
+# An emulated worker's agreement with its peers on one collective (`gcbench.cluster`):
+# (level, its local start, its duration) -> the collective's (start, end) across the group
+Sync = Callable[[str, float, float], tuple[float, float]]
+
+
+def simulate(
+    profile: ModelProfile,
+    costs: Costs,
+    plan: Plan,
+    keep_jobs: bool = True,
+    payloads: list[float | None] | None = None,
+    sync: Sync | None = None,
+) -> Result:
+    """Build and time one iteration; metrics follow DESIGN §5. An emulated worker's
+    virtual clock (issue #14) passes `payloads`, each bucket's compressed payload bytes
+    as measured (None: the compressor's model), and `sync`, which agrees every
+    collective's start and end with the peers it runs with."""
     with no_gc():
-        return _simulate(profile, costs, plan, keep_jobs)
+        return _simulate(profile, costs, plan, keep_jobs, payloads, sync)
+
+
+def _constant(value: float) -> Callable[[float], float]:
+    """A payload model that answers `value` whatever the size (a measured payload)."""
+    return lambda _elements: value
+
+
+def _synced(tl: Timeline, sync: Sync) -> Callable[..., Job]:
+    """`tl.add` where a collective starts when its last peer is ready and lasts until
+    its slowest peer is done (`sync`, by the level its label names: `bucket <b> <level>:...`)."""
+
+    def add(
+        stream: str, name: str, kind: str, dur: float, deps: tuple[Job, ...] = (), nbytes: float = 0
+    ) -> Job:
+        if kind != "comm":
+            return tl.add(stream, name, kind, dur, deps, nbytes)
+        start = tl.free.get(stream, 0.0)
+        for d in deps:
+            start = max(start, d.end_s)
+        start, end = sync(name.split()[2].split(":")[0], start, dur if dur > 0 else 0.0)
+        return tl.add(stream, name, kind, end - start, deps, nbytes, earliest=start)
+
+    return add
 
 
 # A lowered step: (stream, kind, seconds, bytes, label, after_backward)
@@ -483,10 +521,17 @@ def _lower(
     return steps, (defer_at if defer_at >= 0 else len(steps))
 
 
-def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) -> Result:
+def _simulate(
+    profile: ModelProfile,
+    costs: Costs,
+    plan: Plan,
+    keep_jobs: bool,
+    payloads: list[float | None] | None = None,
+    sync: Sync | None = None,
+) -> Result:
     tl = Timeline()
     numel = [t.numel for t in profile.tensors]
-    add = tl.add
+    add = tl.add if sync is None else _synced(tl, sync)
     last = add("compute", "forward", "forward", profile.forward_s)
     n = costs.gpus
     x = _Ctx(costs, numel)
@@ -502,7 +547,11 @@ def _simulate(profile: ModelProfile, costs: Costs, plan: Plan, keep_jobs: bool) 
                 done = i + 1
         if n == 1 or opt is None:
             continue
+        measured = None if payloads is None else payloads[b]
+        if measured is not None:  # this bucket's payload as it was on the wire
+            x.c = replace(costs, payload_bytes=_constant(measured))
         steps, cut = _lower(opt, bucket, b, x, None if sizes is None else sizes[b])
+        x.c = costs
         job = last
         for stream, kind, dur, nbytes, label, _ in steps[:cut]:
             job = add(stream, label, kind, dur, (job,), nbytes)

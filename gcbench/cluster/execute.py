@@ -1,0 +1,175 @@
+"""One bucket's option executed for real (issue #14): the phase program of
+`sim.options.Option` run on this worker's gradient with the real compressor and real
+collectives of `torch.distributed` (gloo here, NCCL where there are GPUs).
+
+The state walks the option's steps as the simulator's lowering does (`sim.iteration`):
+a dense fp32 (or fp16) vector, or after `c` this worker's payload, or after a compressed
+allgather every peer's payload; `d` decompresses and sums. Levels are process groups:
+`flat` all workers, `intra` the workers of this machine, `inter` the workers with this
+local rank on every machine (one ring per local rank, as NCCL's hierarchical allreduce).
+
+The bytes each phase moves are counted from the payloads: the bytes one worker puts into
+the collective (its dense slice, or its payload's `wire_bytes`), the quantity the
+simulator's cost models turn into link time. Phases this slice does not execute yet
+(alltoall, gather, reduce, broadcast, push/pull to servers, CPU placement) raise
+`NotEmulated` naming the option.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from gcbench.compress.base import Compressor, Memory, Payload
+from gcbench.sim.options import Op, Option, Phase
+
+SUPPORTED = ("allreduce", "reduce_scatter", "allgather")
+
+
+class NotEmulated(NotImplementedError):
+    """An option with a phase or placement emulation does not execute yet."""
+
+
+@dataclass
+class Groups:
+    """The process groups a worker's phases run on, and its place in each."""
+
+    flat: object
+    intra: object
+    inter: object
+    sizes: dict[str, int]
+    ranks: dict[str, int]
+
+    def group(self, level: str) -> object:
+        return {"flat": self.flat, "intra": self.intra, "inter": self.inter}[level]
+
+
+@dataclass
+class Outcome:
+    """A bucket's result on one worker: the aggregated gradient (the sum over workers),
+    the bytes this worker put into each phase, and the seconds its (de)compression took."""
+
+    aggregate: torch.Tensor
+    phase_bytes: list[int] = field(default_factory=list)
+    compress_s: float = 0.0
+    decompress_s: float = 0.0
+
+
+def check(option: Option, compressor: Compressor | None = None) -> None:
+    """Raise `NotEmulated` unless every step of `option` (with `compressor`) can be
+    executed here."""
+    if compressor is not None and option.compressed and compressor.rounds > 1:
+        raise NotEmulated(
+            f"{compressor.name}: {compressor.rounds} communication rounds per step are not "
+            "emulated yet"
+        )
+    for s in option.steps:
+        if isinstance(s, Op) and s.where != "gpu":
+            raise NotEmulated(f"option {option.name!r}: CPU (de)compression is not emulated yet")
+        if isinstance(s, Phase) and s.collective not in SUPPORTED:
+            raise NotEmulated(
+                f"option {option.name!r}: {s.collective} is not emulated yet "
+                f"(emulated: {', '.join(SUPPORTED)})"
+            )
+
+
+def run_option(
+    option: Option,
+    x: torch.Tensor,
+    compressor: Compressor,
+    memory: Memory,
+    key: str,
+    step: int,
+    groups: Groups,
+) -> Outcome:
+    """Execute `option` on this worker's bucket gradient `x` (1-D fp32): the sum over
+    every worker of what the option delivers, on every worker."""
+    check(option, compressor)
+    out = Outcome(torch.empty(0))
+    n = x.numel()
+    v: torch.Tensor | None = x.half() if option.fp16 else x.clone()
+    mine: Payload | None = None  # after `c`: this worker's payload
+    theirs: list[Payload] | None = None  # after a compressed allgather: every peer's
+    sizes: list[int] = []  # the dense lengths before each reduce-scatter (to undo padding)
+    for s in option.steps:
+        if isinstance(s, Op):
+            t0 = time.perf_counter()
+            if s.op == "c":
+                assert v is not None
+                dense = v.float()
+                comp = memory.compensate(dense, key, step)
+                mine = compressor.compress(comp, key, step)
+                memory.update(comp, key, step, compressor, mine)
+                v = None
+                out.compress_s += time.perf_counter() - t0
+            else:
+                got = theirs if theirs is not None else [mine]
+                assert got[0] is not None
+                v = compressor.aggregate(got, key, step).reshape(-1)  # type: ignore[arg-type]
+                mine = theirs = None
+                out.decompress_s += time.perf_counter() - t0
+            continue
+        group, size = groups.group(s.level), groups.sizes[s.level]
+        if s.compressed:
+            assert mine is not None
+            out.phase_bytes.append(mine.wire_bytes)
+            if s.collective == "allgather":
+                theirs = _allgather_payloads(mine, group, size)
+            elif s.collective == "allreduce":  # additive payloads sum
+                for t in mine.tensors.values():
+                    dist.all_reduce(t, group=group)
+            else:
+                raise NotEmulated(f"option {option.name!r}: compressed {s.collective}")
+            continue
+        assert v is not None
+        if s.collective == "allreduce":
+            out.phase_bytes.append(v.numel() * v.element_size())
+            dist.all_reduce(v, group=group)
+        elif s.collective == "reduce_scatter":
+            out.phase_bytes.append(v.numel() * v.element_size())
+            sizes.append(v.numel())
+            v = _reduce_scatter(v, group, size, groups.ranks[s.level])
+        else:  # allgather of the dense shards
+            out.phase_bytes.append(v.numel() * v.element_size())
+            parts = [torch.empty_like(v) for _ in range(size)]
+            dist.all_gather(parts, v, group=group)
+            v = torch.cat(parts)[: sizes.pop()] if sizes else torch.cat(parts)
+    assert v is not None, f"option {option.name!r} ends compressed"
+    out.aggregate = v.float()[:n]
+    return out
+
+
+def _reduce_scatter(v: torch.Tensor, group: object, size: int, rank: int) -> torch.Tensor:
+    """This worker's shard of the sum over the group (the vector padded to a multiple of
+    the group size). gloo has no reduce-scatter: an allreduce, then the shard; the bytes
+    counted are the reduce-scatter's, which is what the simulator charges."""
+    shard = -(-v.numel() // size)
+    padded = torch.zeros(shard * size, dtype=v.dtype)
+    padded[: v.numel()] = v
+    dist.all_reduce(padded, group=group)
+    return padded[rank * shard : (rank + 1) * shard].clone()
+
+
+def _allgather_payloads(mine: Payload, group: object, size: int) -> list[Payload]:
+    """Every peer's payload: per named tensor, the lengths first (data-dependent payloads
+    differ in size between workers), then the tensors padded to the longest."""
+    names = sorted(mine.tensors)
+    lengths = torch.tensor([mine.tensors[k].numel() for k in names], dtype=torch.int64)
+    every = [torch.empty_like(lengths) for _ in range(size)]
+    dist.all_gather(every, lengths, group=group)
+    peers: list[dict[str, torch.Tensor]] = [{} for _ in range(size)]
+    for j, k in enumerate(names):
+        t = mine.tensors[k].reshape(-1)
+        longest = max(int(e[j]) for e in every)
+        padded = torch.zeros(longest, dtype=t.dtype)
+        padded[: t.numel()] = t
+        parts = [torch.empty_like(padded) for _ in range(size)]
+        dist.all_gather(parts, padded, group=group)
+        for r in range(size):
+            peers[r][k] = parts[r][: int(every[r][j])].reshape(
+                mine.tensors[k].shape if int(every[r][j]) == t.numel() else (-1,)
+            )
+    return [Payload(p, mine.shape, mine.dtype, info=dict(mine.info)) for p in peers]

@@ -1,0 +1,137 @@
+"""The GPU-worker stand-in (issue #14, DESIGN §6): a Ray actor that joins a
+`torch.distributed` process group with its peers, as Ray Train sets up its workers,
+holds its gradients and executes a plan bucket by bucket (`execute.run_option`).
+
+Process groups: `flat` (every worker), `intra` (one per machine: ranks m·G .. m·G+G-1)
+and `inter` (one per local rank j: ranks j, G+j, 2G+j, ...); every worker creates every
+group in the same order, as `new_group` requires. gloo binds to loopback
+(`GLOO_SOCKET_IFNAME=lo`, rendezvous on 127.0.0.1) and every collective times out after
+`timeout_s`, so a dead peer fails the cell rather than hanging the run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gcbench.cluster.execute import Groups, run_option
+from gcbench.cluster.gradients import bucket_gradient
+from gcbench.compress import create, create_memory
+from gcbench.config import Cell
+from gcbench.sim.iteration import Plan, simulate
+
+
+def memory_kind(compressor: str) -> str:
+    """The error-feedback memory a compressor runs with: DGC's own (momentum
+    correction), none for the casts (lossless enough to need none), else the residual."""
+    if compressor == "dgc":
+        return "dgc"
+    if compressor in ("none", "fp16", "bf16"):
+        return "none"
+    return "residual"
+
+
+class Worker:
+    """One emulated GPU: rank `rank` of `world`, `gpus` to a machine."""
+
+    def __init__(self, rank: int, world: int, gpus: int, port: int, timeout_s: float = 30.0):
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+        torch.set_num_threads(1)  # the workers share the host's cores
+        self.rank, self.world, self.gpus = rank, world, gpus
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+        machines = world // gpus
+        intra = inter = None
+        for m in range(machines):
+            g = dist.new_group(list(range(m * gpus, (m + 1) * gpus)))
+            if rank // gpus == m:
+                intra = g
+        for j in range(gpus):
+            g = dist.new_group([m * gpus + j for m in range(machines)])
+            if rank % gpus == j:
+                inter = g
+        self.groups = Groups(
+            flat=dist.group.WORLD,
+            intra=intra,
+            inter=inter,
+            sizes={"flat": world, "intra": gpus, "inter": machines},
+            ranks={"flat": rank, "intra": rank % gpus, "inter": rank // gpus},
+        )
+
+    def run(self, cell: Cell, steps: int) -> dict[str, Any]:
+        """`steps` iterations of the cell's plan on this worker's gradients: per step and
+        bucket the bytes of each phase; (de)compression seconds; the virtual clock's
+        iteration at step 0 (`clock`); and, from rank 0, the aggregated gradient of the
+        first step and the sum over all steps."""
+        from gcbench.cluster.emulate import plan_of
+
+        profile, plan, costs = plan_of(cell)
+        numels = [t.numel for t in profile.tensors]
+        comp = create(cell.compressor.kind, **cell.compressor.params())
+        memory = create_memory(memory_kind(cell.compressor.kind))
+        phase_bytes: list[list[list[int]]] = []
+        first: list[torch.Tensor] = []
+        total: list[torch.Tensor] = []
+        compress_s = decompress_s = 0.0
+        for step in range(steps):
+            per_bucket = []
+            for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
+                x = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
+                out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups)
+                per_bucket.append(out.phase_bytes)
+                compress_s += out.compress_s
+                decompress_s += out.decompress_s
+                if self.rank == 0:
+                    if step == 0:
+                        first.append(out.aggregate.clone())
+                        total.append(out.aggregate.double())
+                    else:
+                        total[b] += out.aggregate.double()
+            phase_bytes.append(per_bucket)
+        iteration_s, metrics = self.clock(profile, plan, costs, phase_bytes[0])
+        return {
+            "rank": self.rank,
+            "phase_bytes": phase_bytes,
+            "compress_s": compress_s,
+            "decompress_s": decompress_s,
+            "iteration_s": iteration_s,
+            "metrics": metrics,
+            "first": first if self.rank == 0 else None,
+            "total": total if self.rank == 0 else None,
+        }
+
+    def clock(
+        self, profile: Any, plan: Plan, costs: Any, phase_bytes: list[list[int]]
+    ) -> tuple[float, dict[str, Any]]:
+        """The virtual clock (issue #14): the simulator's timeline of this worker, each
+        bucket's compressed payload as this worker sent it, and every collective's start
+        and end agreed with its peers (the latest start, the slowest peer's end): the
+        timestamps travel in a small allgather per collective."""
+        payloads: list[float | None] = []
+        for option, sent in zip(plan.options, phase_bytes, strict=True):
+            at = [k for k, p in enumerate(option.phases) if p.compressed] if option else []
+            payloads.append(float(sent[at[0]]) if at else None)
+
+        def sync(level: str, start: float, dur: float) -> tuple[float, float]:
+            group, size = self.groups.group(level), self.groups.sizes[level]
+            mine = torch.tensor([start, dur], dtype=torch.float64)
+            every = [torch.empty_like(mine) for _ in range(size)]
+            dist.all_gather(every, mine, group=group)
+            first = max(float(e[0]) for e in every)
+            return first, max(first + float(e[1]) for e in every)
+
+        result = simulate(profile, costs, plan, keep_jobs=False, payloads=payloads, sync=sync)
+        return result.iteration_s, result.metrics
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
