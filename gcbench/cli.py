@@ -737,13 +737,30 @@ def simulate(
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Write a Chrome trace (Trace Event Format).")
     ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="simulate (the timeline model), or emulate: run the cell on local Ray "
+            "actors, one per GPU, with real gradients, compressors and gloo collectives "
+            "on loopback, timed on the virtual clock; prints the aggregation error too.",
+        ),
+    ] = "simulate",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Simulate one training iteration of a single cell and print its metrics: iteration
     time, throughput, scaling factor and the compute / compression / communication
     breakdown. Every network and cluster field of a suite cell has a flag, validated as
-    in suites. --trace writes the timeline for chrome://tracing or Perfetto."""
+    in suites. --trace writes the timeline for chrome://tracing or Perfetto. --mode
+    emulate runs the cell on Ray actors instead (see --mode)."""
     with _errors():
+        if mode not in ("simulate", "emulate"):
+            raise ConfigError([f"--mode: simulate or emulate, got {mode!r}"])
+        if mode == "emulate":
+            used = [f for f, v in (("--option", option), ("--plan", plan_file),
+                                   ("--trace", trace)) if v is not None]  # fmt: skip
+            if used:
+                raise ConfigError([f"{', '.join(used)}: not with --mode emulate yet"])
         given = [f for f, v in (("--strategy", strategy), ("--option", option),
                                 ("--plan", plan_file)) if v is not None]  # fmt: skip
         if len(given) > 1:
@@ -779,7 +796,22 @@ def simulate(
             _compressor_used(compressor, cell, chosen)
         if trace is not None:
             _writable(trace, "--trace")
-        result = simulate_cell(cell, chosen, planned)
+        if cell.mode == "emulate":
+            from gcbench.cluster.emulate import check_cell, emulated_metrics
+            from gcbench.runner.local import connect
+            from gcbench.sim.costs import SimResult
+
+            check_cell(cell)  # before Ray starts
+            started = connect()
+            try:
+                result = SimResult(emulated_metrics(cell))
+            finally:
+                if started:
+                    import ray
+
+                    ray.shutdown()
+        else:
+            result = simulate_cell(cell, chosen, planned)
         if trace is not None:
             from gcbench.files import atomic_write
 
@@ -827,6 +859,12 @@ def simulate(
         f"{m['compress_total_s'] * 1e3:.2f} ms · {m['wire_bytes'] / 2**20:,.1f} MiB sent per "
         f"GPU · {m['buckets']} buckets"
     )
+    if "agg_error" in m:
+        typer.echo(
+            f"emulated on {cell.cluster.gpus} Ray actors: aggregation error "
+            f"{m['agg_error']:.3g} (one iteration), {m['agg_error_steps']:.3g} (summed over "
+            "the emulated iterations, with error feedback)"
+        )
     if trace is not None:
         note = shown_note(cell.cluster.machines, cell.cluster.gpus_per_machine)
         typer.echo(f"trace: {trace}" + (f" ({note})" if note else ""))
@@ -869,6 +907,7 @@ def _flags_cell(given: dict[str, Any]) -> Any:
                     None if given["compressor_costs"] is None else str(given["compressor_costs"])
                 ),
                 "constraints": _constraints(given.get("constraints")),
+                "mode": given.get("mode") or "simulate",
             }
         )
     except ValidationError as e:
@@ -998,6 +1037,8 @@ def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:
         # the constraints
         if "constraint" in msg:
             return "--constraints"
+        if "emulat" in msg:
+            return "--mode"
         return "--compressor-costs" if "compressor cost table" in msg else "--strategy"
     tables = {"model": MODEL_FLAGS, "network": NETWORK_FLAGS, "cluster": CLUSTER_FLAGS}
     if parts[0] not in tables:

@@ -62,7 +62,7 @@ def test_compressed_allgather_moves_the_real_payloads(ray_local):
     decompressed payload (computed here from the same gradients: the payloads crossed
     the process group intact)."""
     c = cell("allgather", "randomk")
-    e = emulate_cell(c, steps=1)
+    e = emulate_cell(c, steps=1, keep=True)
     profile, plan, _ = plan_of(c)
     buckets, numels = plan.buckets, [t.numel for t in profile.tensors]
     comp = create("randomk")
@@ -100,3 +100,36 @@ def test_the_virtual_clock_is_the_simulators_for_data_independent_payloads(
 def test_options_not_emulated_yet_are_refused_before_any_actor_starts():
     with pytest.raises(NotEmulated, match="not emulated yet"):
         emulate_cell(cell("hipress", "dgc"))
+
+
+def test_an_emulate_suite_runs_through_the_runner(ray_local, tmp_path):
+    """`mode: emulate` cells run from `gcbench run`: one row per cell with the virtual
+    clock's metrics (fp32's equal to the simulator's), the aggregation errors and the
+    emulation settings; cells run one at a time (each uses every core)."""
+    from gcbench import load_results
+    from gcbench.config import expand, load_suite
+    from gcbench.runner import run_suite
+    from gcbench.sim import simulate_cell
+
+    from conftest import write
+
+    suite = load_suite(
+        write(
+            tmp_path,
+            "e.yaml",
+            "name: e\nmode: emulate\ngrid:\n  model: tiny-mlp\n"
+            "  strategy: [fp32, allgather]\n  compressor: [efsignsgd]\n"
+            "  network: {inter_gbps: 10}\n  cluster: {machines: 2, gpus_per_machine: 2}\n",
+        )
+    )
+    summary = run_suite(suite, tmp_path / "r")
+    assert summary.failed == 0
+    rows = load_results(tmp_path / "r" / "e").set_index("strategy")
+    assert list(rows["mode"].unique()) == ["emulate"] and list(rows["clock"]) == ["virtual"] * 2
+    fp32 = next(c for c in expand(suite) if c.strategy == "fp32")
+    assert rows.loc["fp32", "iteration_s"] == pytest.approx(
+        simulate_cell(fp32.model_copy(update={"mode": "simulate"})).metrics["iteration_s"],
+        rel=1e-9,
+    )
+    assert rows.loc["fp32", "agg_error"] < 1e-6
+    assert 0.1 < rows.loc["allgather", "agg_error"] < 1.5  # signs and a scale per worker

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 
 from gcbench.compress.specs import KINDS, PRESETS, TopkSpec
-from gcbench.config import load_suite, suite_schema
+from gcbench.config import expand, load_suite, suite_schema
 from gcbench.errors import ConfigError
 
 from conftest import ROOT, SHARED, TINY_SUITE, write
@@ -119,10 +119,29 @@ def test_recursive_alias_is_rejected(tmp_path):
         load_suite(write(tmp_path, "r.yaml", "a: &a [1, *a]\n"))
 
 
-def test_emulate_mode_is_reserved(tmp_path):
+def test_emulate_mode_loads_and_what_it_cannot_run_yet_is_refused_at_load(tmp_path):
     text = (ROOT / "suites/smoke.yaml").read_text().replace("mode: simulate", "mode: emulate")
-    with pytest.raises(ConfigError, match="mode 'emulate' .* reserved for a later release"):
-        load_suite(write(tmp_path, "e.yaml", text))
+    cells = list(expand(load_suite(write(tmp_path, "e.yaml", text))))
+    assert cells and {c.mode for c in cells} == {"emulate"}
+    plain = {c.id for c in expand(load_suite(ROOT / "suites/smoke.yaml"))}
+    assert not plain & {c.id for c in cells}  # the mode is part of the cell id
+    for extra, why in (
+        ("clock: wall\n", "clock: wall is not emulated yet"),
+        ("compute_time: measured\n", "compute_time: measured is not emulated yet"),
+    ):
+        bad = text.replace("seed: 0\n", "seed: 0\n" + extra)
+        with pytest.raises(ConfigError, match=f"e.yaml:[0-9]+: .*{why}"):
+            load_suite(write(tmp_path, "e.yaml", bad))
+    simulated = (
+        (ROOT / "suites/smoke.yaml").read_text().replace("seed: 0\n", "seed: 0\nclock: wall\n")
+    )
+    with pytest.raises(ConfigError, match="clock applies to mode: emulate"):
+        load_suite(write(tmp_path, "s.yaml", simulated))
+    servers = text.replace(
+        "{machines: 2, gpus_per_machine: 4}", "{machines: 2, gpus_per_machine: 4, cpu_servers: 1}"
+    )
+    with pytest.raises(ConfigError, match=r"v.yaml:[0-9]+: .*does not run summation servers yet"):
+        load_suite(write(tmp_path, "v.yaml", servers))
 
 
 def test_compressor_forms_are_equivalent(tmp_path):

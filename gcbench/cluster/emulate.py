@@ -5,13 +5,19 @@ gradients, compressors and collectives for `steps` iterations.
 
 What comes back (`Emulation`): per bucket the bytes each phase moved (counted from the
 payloads, per worker), the (de)compression seconds measured in the actors, and the
-numerical fidelity: the aggregated gradient against the exact sum of every worker's
-gradient (recomputed here in float64 from the same seeds), after one step and summed
-over all steps (where error feedback pays back what compression dropped).
+numerical fidelity, measured by rank 0 (`worker.Fidelity`): the aggregated gradient
+against the exact sum of every worker's gradient (a float64 reduce), after one step and
+summed over all steps (where error feedback pays back what compression dropped).
 
-Not yet (issue #14, left for later): `mode: emulate` in suites and the runner, the
-virtual and wall clocks, summation servers, the phases `execute.NotEmulated` names, and
-fault handling beyond a bounded wait.
+The virtual clock: each worker times its iteration with the simulator's timeline, its
+buckets' compressed payloads as it sent them and every collective's start and end agreed
+with the peers it ran with (`Worker.clock`); compute and (de)compression times come
+from the profile and the cost tables. `mode: emulate` cells run this from the runner's
+task (`runner.cell.execute_cell`).
+
+Not yet (issue #14, left for later): the wall clock, measured compute times, summation
+servers, the phases `execute.NotEmulated` names, traces of emulated cells, and fault
+handling beyond a bounded wait (restarts, `infeasible` rows).
 """
 
 from __future__ import annotations
@@ -23,9 +29,13 @@ from typing import Any
 import torch
 
 from gcbench.cluster.execute import check
-from gcbench.cluster.gradients import bucket_gradient
 from gcbench.config import Cell
 from gcbench.errors import ConfigError
+
+STEPS = 3  # iterations an emulated cell runs (agg_error_steps sums them)
+# Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
+# host's cores, and a cell's task and actors must fit beside the other cells' tasks)
+WORKER_CPUS = 0.01
 
 
 @dataclass
@@ -37,7 +47,8 @@ class Emulation:
     phase_bytes: list[list[list[int]]]  # [rank][bucket][phase] at step 0
     iteration_s: float  # the virtual clock's iteration, step 0 (the slowest worker's)
     metrics: dict[str, Any]  # rank 0's timeline metrics, as `simulate`'s
-    aggregates: list[torch.Tensor]  # rank 0's aggregated gradient per bucket, step 0
+    planner_s: float  # the driver's planning of the cell (planner strategies)
+    aggregates: list[torch.Tensor]  # with `keep`: rank 0's aggregate per bucket, step 0
     compress_s: float  # summed over workers and steps
     decompress_s: float
     error_first: float  # relative L2 error of the aggregate, step 0
@@ -56,39 +67,66 @@ def free_port() -> int:
 
 def plan_of(cell: Cell) -> tuple[Any, Any, Any]:
     """The cell's profile, and its plan and costs (its strategy's first step)."""
+    profile, step = _step(cell)
+    return profile, step.plan, step.costs
+
+
+def _step(cell: Cell) -> tuple[Any, Any]:
     from gcbench.sim.costs import cell_profile, costs_for
     from gcbench.sim.strategies import BUILDERS
 
     profile = cell_profile(cell)
-    step = BUILDERS[cell.strategy](cell, profile, costs_for(cell))[0]
-    return profile, step.plan, step.costs
+    return profile, BUILDERS[cell.strategy](cell, profile, costs_for(cell))[0]
 
 
-def emulate_cell(cell: Cell, steps: int = 2, timeout_s: float = 120.0) -> Emulation:
-    """Run `cell` on Ray actors (Ray must be connected: `runner.local.connect`)."""
+def emulated_metrics(cell: Cell, steps: int = STEPS) -> dict[str, Any]:
+    """A Record's metrics for an emulated cell: worker 0's virtual timeline (the
+    simulator's metrics), the planner's seconds, and the aggregation errors."""
+    e = emulate_cell(cell, steps)
+    return {
+        **e.metrics,
+        "planner_s": e.planner_s,
+        "plan_file": "",
+        "agg_error": e.error_first,
+        "agg_error_steps": e.error_total,
+    }
+
+
+def check_cell(cell: Cell) -> tuple[Any, Any]:
+    """Refuse, before any actor starts, a cell emulation cannot run yet (ConfigError
+    naming why); its profile and plan step otherwise."""
+    from gcbench.compress import create
+
+    if cell.cluster.cpu_servers:
+        raise ConfigError(["emulate: summation servers are not emulated yet (cpu_servers: 0)"])
+    profile, step = _step(cell)
+    compressor = create(cell.compressor.kind, **cell.compressor.params())
+    for o in step.plan.options:
+        if o is None:
+            raise ConfigError([f"emulate: {cell.strategy} leaves buckets out: not emulated yet"])
+        check(o, compressor)
+    return profile, step
+
+
+def emulate_cell(
+    cell: Cell, steps: int = STEPS, timeout_s: float = 600.0, keep: bool = False
+) -> Emulation:
+    """Run `cell` on Ray actors (Ray must be connected: `runner.local.connect`); with
+    `keep`, rank 0's aggregated gradient of step 0 comes back too (small models)."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from gcbench.cluster.worker import Worker
-    from gcbench.compress import create
 
-    if cell.cluster.cpu_servers:
-        raise ConfigError(["emulate: summation servers are not emulated yet (cpu_servers: 0)"])
-    profile, plan, _ = plan_of(cell)
+    profile, step = check_cell(cell)
+    plan = step.plan
     buckets, options = plan.buckets, list(plan.options)
-    numels = [t.numel for t in profile.tensors]
-    compressor = create(cell.compressor.kind, **cell.compressor.params())
-    for o in options:
-        if o is None:
-            raise ConfigError([f"emulate: {cell.strategy} leaves buckets out: not emulated yet"])
-        check(o, compressor)
     machines, gpus = cell.cluster.machines, cell.cluster.gpus_per_machine
     world = machines * gpus
     nodes = len([n for n in ray.nodes() if n.get("Alive")])
-    share = min(1.0, ray.cluster_resources().get("CPU", 1.0) / world)  # fractional CPUs
     pg = placement_group(
-        [{"CPU": share * gpus}] * machines,
+        [{"CPU": WORKER_CPUS * gpus}] * machines,
         strategy="STRICT_SPREAD" if nodes >= machines > 1 else "PACK",
     )
     ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
@@ -101,7 +139,7 @@ def emulate_cell(cell: Cell, steps: int = 2, timeout_s: float = 120.0) -> Emulat
     actor: Any = ray.remote(Worker)
     workers: list[Any] = [
         actor.options(
-            num_cpus=share,
+            num_cpus=WORKER_CPUS,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=r // gpus
             ),
@@ -109,7 +147,7 @@ def emulate_cell(cell: Cell, steps: int = 2, timeout_s: float = 120.0) -> Emulat
         for r in range(world)
     ]
     try:
-        refs = [w.run.remote(cell, steps) for w in workers]
+        refs = [w.run.remote(cell, steps, keep) for w in workers]
         done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         if pending:
             raise TimeoutError(
@@ -120,56 +158,18 @@ def emulate_cell(cell: Cell, steps: int = 2, timeout_s: float = 120.0) -> Emulat
         for w in workers:
             ray.kill(w)
         remove_placement_group(pg)
-    return _measure(cell, buckets, options, numels, results, steps, world)
-
-
-def _measure(
-    cell: Cell,
-    buckets: list[list[int]],
-    options: list[Any],
-    numels: list[int],
-    results: list[dict[str, Any]],
-    steps: int,
-    world: int,
-) -> Emulation:
-    """Compare rank 0's aggregates with the exact sums of every worker's gradients."""
-    first, total = results[0]["first"], results[0]["total"]
-    err2 = ref2 = tot_err2 = tot_ref2 = 0.0
-    ratio = 0.0
-    for b, bucket in enumerate(buckets):
-        exact = torch.zeros(sum(numels[i] for i in bucket), dtype=torch.float64)
-        absum = torch.zeros_like(exact)
-        exact_total = torch.zeros_like(exact)
-        for step in range(steps):
-            s = torch.zeros_like(exact)
-            for r in range(world):
-                g = bucket_gradient(cell.seed, r, step, bucket, numels).double()
-                s += g
-                if step == 0:
-                    absum += g.abs()
-            if step == 0:
-                exact = s
-            exact_total += s
-        d = first[b].double() - exact
-        err2 += float(d.square().sum())
-        ref2 += float(exact.square().sum())
-        allowed = absum * ((world - 1) * 2.0**-23)
-        worst = torch.where(allowed > 0, d.abs() / allowed, d.abs() * float("inf"))
-        worst = torch.nan_to_num(worst, nan=0.0)  # 0 / 0: an exact zero
-        ratio = max(ratio, float(worst.max()) if worst.numel() else 0.0)
-        dt = total[b] - exact_total
-        tot_err2 += float(dt.square().sum())
-        tot_ref2 += float(exact_total.square().sum())
+    fid = results[0]["fidelity"]
     return Emulation(
         buckets=buckets,
         options=[o.name for o in options],
         phase_bytes=[r["phase_bytes"][0] for r in results],
         iteration_s=max(r["iteration_s"] for r in results),
         metrics=results[0]["metrics"],
-        aggregates=first,
+        planner_s=step.planner_s,
+        aggregates=results[0]["aggregates"],
         compress_s=sum(r["compress_s"] for r in results),
         decompress_s=sum(r["decompress_s"] for r in results),
-        error_first=(err2 / ref2) ** 0.5 if ref2 else 0.0,
-        error_total=(tot_err2 / tot_ref2) ** 0.5 if tot_ref2 else 0.0,
-        bound_ratio=ratio,
+        error_first=fid["error_first"],
+        error_total=fid["error_total"],
+        bound_ratio=fid["bound_ratio"],
     )

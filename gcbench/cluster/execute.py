@@ -24,13 +24,15 @@ import torch
 import torch.distributed as dist
 
 from gcbench.compress.base import Compressor, Memory, Payload
+from gcbench.errors import ConfigError
 from gcbench.sim.options import Op, Option, Phase
 
 SUPPORTED = ("allreduce", "reduce_scatter", "allgather")
 
 
-class NotEmulated(NotImplementedError):
-    """An option with a phase or placement emulation does not execute yet."""
+class NotEmulated(ConfigError):
+    """An option with a phase or placement emulation does not execute yet (bad input for
+    `mode: emulate`: the CLI says so in one line, the runner records the cell failed)."""
 
 
 @dataclass

@@ -35,6 +35,38 @@ def memory_kind(compressor: str) -> str:
     return "residual"
 
 
+class Fidelity:
+    """Rank 0's running comparison of its aggregates with the exact sums: the relative L2
+    error at step 0 and of the sums over the steps, and at step 0 the largest
+    |aggregate - exact| / ((n - 1) · 2^-23 · Σ|g|) (at most 1 for an fp32 sum of n
+    workers: its worst-case rounding)."""
+
+    def __init__(self, world: int):
+        self.world = world
+        self.err = self.ref = self.err_total = self.ref_total = self.ratio = 0.0
+
+    def first(self, aggregate: torch.Tensor, exact: torch.Tensor, absum: torch.Tensor) -> None:
+        d = aggregate.double() - exact
+        self.err += float(d.square().sum())
+        self.ref += float(exact.square().sum())
+        allowed = absum * ((self.world - 1) * 2.0**-23)
+        worst = torch.where(allowed > 0, d.abs() / allowed, d.abs() * float("inf"))
+        worst = torch.nan_to_num(worst, nan=0.0)  # 0 / 0: an exact zero
+        if worst.numel():
+            self.ratio = max(self.ratio, float(worst.max()))
+
+    def total(self, aggregate: torch.Tensor, exact: torch.Tensor) -> None:
+        self.err_total += float((aggregate - exact).square().sum())
+        self.ref_total += float(exact.square().sum())
+
+    def result(self) -> dict[str, float]:
+        return {
+            "error_first": (self.err / self.ref) ** 0.5 if self.ref else 0.0,
+            "error_total": (self.err_total / self.ref_total) ** 0.5 if self.ref_total else 0.0,
+            "bound_ratio": self.ratio,
+        }
+
+
 class Worker:
     """One emulated GPU: rank `rank` of `world`, `gpus` to a machine."""
 
@@ -67,11 +99,15 @@ class Worker:
             ranks={"flat": rank, "intra": rank % gpus, "inter": rank // gpus},
         )
 
-    def run(self, cell: Cell, steps: int) -> dict[str, Any]:
+    def run(self, cell: Cell, steps: int, keep: bool = False) -> dict[str, Any]:
         """`steps` iterations of the cell's plan on this worker's gradients: per step and
         bucket the bytes of each phase; (de)compression seconds; the virtual clock's
-        iteration at step 0 (`clock`); and, from rank 0, the aggregated gradient of the
-        first step and the sum over all steps."""
+        iteration at step 0 (`clock`); and from rank 0 the fidelity (`Fidelity`), with
+        `keep` its aggregated gradient of step 0 too (for small models: tests).
+
+        The reference is every worker's raw gradient summed in float64 (a `reduce` to rank
+        0 beside the plan's collectives, not counted in its bytes): the exact sum to
+        within 2^-50 or so, against which rank 0 measures its aggregate."""
         from gcbench.cluster.emulate import plan_of
 
         profile, plan, costs = plan_of(cell)
@@ -79,24 +115,39 @@ class Worker:
         comp = create(cell.compressor.kind, **cell.compressor.params())
         memory = create_memory(memory_kind(cell.compressor.kind))
         phase_bytes: list[list[list[int]]] = []
-        first: list[torch.Tensor] = []
-        total: list[torch.Tensor] = []
+        fid = Fidelity(self.world)
+        mine: list[torch.Tensor] = []  # this worker's gradients summed over the steps
+        total: list[torch.Tensor] = []  # rank 0: its aggregates summed over the steps
+        kept: list[torch.Tensor] = []
         compress_s = decompress_s = 0.0
         for step in range(steps):
             per_bucket = []
             for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
                 x = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
+                x64 = x.double()
                 out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups)
                 per_bucket.append(out.phase_bytes)
                 compress_s += out.compress_s
                 decompress_s += out.decompress_s
-                if self.rank == 0:
-                    if step == 0:
-                        first.append(out.aggregate.clone())
+                if step == 0:
+                    mine.append(x64.clone())
+                    exact, absum = x64, x64.abs()
+                    dist.reduce(exact, dst=0)
+                    dist.reduce(absum, dst=0)
+                    if self.rank == 0:
+                        fid.first(out.aggregate, exact, absum)
                         total.append(out.aggregate.double())
-                    else:
+                        if keep:
+                            kept.append(out.aggregate.clone())
+                else:
+                    mine[b] += x64
+                    if self.rank == 0:
                         total[b] += out.aggregate.double()
             phase_bytes.append(per_bucket)
+        for b in range(len(plan.buckets)):
+            dist.reduce(mine[b], dst=0)
+            if self.rank == 0:
+                fid.total(total[b], mine[b])
         iteration_s, metrics = self.clock(profile, plan, costs, phase_bytes[0])
         return {
             "rank": self.rank,
@@ -105,8 +156,8 @@ class Worker:
             "decompress_s": decompress_s,
             "iteration_s": iteration_s,
             "metrics": metrics,
-            "first": first if self.rank == 0 else None,
-            "total": total if self.rank == 0 else None,
+            "fidelity": fid.result() if self.rank == 0 else None,
+            "aggregates": kept if self.rank == 0 else None,
         }
 
     def clock(

@@ -176,6 +176,8 @@ def iter_cells(
             fusion=fusion,
             device=suite.device,
             mode=suite.mode,
+            clock=suite.clock,
+            compute_time=suite.compute_time,
             seed=suite.seed,
             compressor_costs=suite.compressor_costs,
             constraints=suite.constraints if strategy in PLANNERS else None,

@@ -355,9 +355,9 @@ class Constraints(_Frozen):
         None, ge=0, le=8, description="compression operations per tensor at most (0: none)"
     )
     # non-empty checked after the items (a min_length would repeat a bad item's error)
-    collectives: Annotated[
-        tuple[CollectiveName, ...] | None, AfterValidator(_some_collective)
-    ] = Field(None, description="the collectives an option may use")
+    collectives: Annotated[tuple[CollectiveName, ...] | None, AfterValidator(_some_collective)] = (
+        Field(None, description="the collectives an option may use")
+    )
     levels: Literal["any", "flat", "hierarchical"] = "any"
     gpu_only: bool = Field(False, description="no CPU offload (Algorithm 2 skipped)")
 
@@ -590,7 +590,18 @@ class Suite(_Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
     description: str = ""
-    mode: Literal["simulate", "emulate"] = "simulate"
+    mode: Literal["simulate", "emulate"] = Field(
+        "simulate",
+        description="simulate (the timeline model) or emulate (Ray actors, one per GPU, "
+        "with real gradients, compressors and collectives)",
+    )
+    clock: Literal["virtual", "wall"] = Field(
+        "virtual", description="emulate: the clock iterations are timed on (virtual only, yet)"
+    )
+    compute_time: Literal["profile", "measured"] = Field(
+        "profile",
+        description="emulate: where compute and compression times come from (profile only, yet)",
+    )
     seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
     repetitions: int = Field(1, ge=1, le=1000)
     device: DeviceName = "v100"
@@ -627,8 +638,7 @@ class Suite(_Frozen):
         planners = [s for s in grid.strategy if s in PLANNERS]
         if not planners:
             raise ValueError(
-                "the grid has no planner strategy to constrain "
-                f"({', '.join(sorted(PLANNERS))})"
+                f"the grid has no planner strategy to constrain ({', '.join(sorted(PLANNERS))})"
             )
         from gcbench.plan.space import check_constraints
 
@@ -640,15 +650,24 @@ class Suite(_Frozen):
                     raise ValueError(f"{strategy}: {e}") from None
         return constraints
 
-    @field_validator("mode")
+    @field_validator("clock", "compute_time")
     @classmethod
-    def _mode_available(cls, mode: str) -> str:
-        if mode == "emulate":
-            raise ValueError(
-                "mode 'emulate' (Ray actors with real tensors) is reserved for a later "
-                "release; use 'simulate'"
-            )
-        return mode
+    def _emulation_only(cls, value: str, info: ValidationInfo) -> str:
+        """What emulation does not run yet is refused at load, with the file's line."""
+        if info.data.get("mode") != "emulate" and value not in ("virtual", "profile"):
+            raise ValueError(f"{info.field_name} applies to mode: emulate")
+        if value == "wall":
+            raise ValueError("clock: wall is not emulated yet (virtual is)")
+        if value == "measured":
+            raise ValueError("compute_time: measured is not emulated yet (profile is)")
+        return value
+
+    @field_validator("grid")
+    @classmethod
+    def _emulated_clusters(cls, grid: Grid, info: ValidationInfo) -> Grid:
+        if info.data.get("mode") == "emulate" and any(c.cpu_servers for c in grid.cluster):
+            raise ValueError("mode: emulate does not run summation servers yet (cpu_servers: 0)")
+        return grid
 
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -667,7 +686,11 @@ class Cell(_Frozen):
     strategy: Strategy
     fusion: Fusion = "ddp"
     device: DeviceName = "v100"
-    mode: Literal["simulate"] = "simulate"
+    mode: Literal["simulate", "emulate"] = "simulate"
+    # emulate only (issue #14): the clock the iteration is timed on, and where compute
+    # and (de)compression times come from
+    clock: Literal["virtual", "wall"] = "virtual"
+    compute_time: Literal["profile", "measured"] = "profile"
     seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
     compressor_costs: CompressorCosts | None = None
     constraints: Constraints | None = None
@@ -698,6 +721,22 @@ class Cell(_Frozen):
             check_constraints(self.constraints, self.strategy, self.compressor.kind in ADDITIVE)
         except PlanError as e:
             raise ValueError(str(e)) from None
+        return self
+
+    @model_validator(mode="after")
+    def _emulation(self) -> Cell:
+        """`clock` and `compute_time` belong to emulation; what it does not run yet is
+        refused here, before any cell runs."""
+        if self.mode == "simulate":
+            if self.clock != "virtual" or self.compute_time != "profile":
+                raise ValueError("clock and compute_time apply to mode: emulate")
+            return self
+        if self.clock == "wall":
+            raise ValueError("clock: wall is not emulated yet (virtual is)")
+        if self.compute_time == "measured":
+            raise ValueError("compute_time: measured is not emulated yet (profile is)")
+        if self.cluster.cpu_servers:
+            raise ValueError("mode: emulate does not run summation servers yet (cpu_servers: 0)")
         return self
 
     @model_validator(mode="after")
@@ -759,6 +798,8 @@ class Cell(_Frozen):
             "server_gbps": n.server_gbps,
             "device": self.device,
             "mode": self.mode,
+            "clock": self.clock if self.mode == "emulate" else None,
+            "compute_time": self.compute_time if self.mode == "emulate" else None,
             "seed": self.seed,
             "compressor_costs": costs,
             "constraints": None if self.constraints is None else self.constraints.label(),

@@ -47,6 +47,8 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "server_gbps",
     "device",
     "mode",
+    "clock",
+    "compute_time",
     "seed",
     "compressor_costs",
     "constraints",
@@ -72,8 +74,13 @@ METRICS: dict[str, str] = {
     "tensors": "gradient tensors of the model",
     "buckets": "communication buckets after fusion (0 on one GPU)",
     "model_mib": "model size in MiB (fp32)",
+    "agg_error": "emulate: relative L2 error of the aggregated gradient against the exact "
+    "sum of every worker's gradient, one iteration (empty when simulated)",
+    "agg_error_steps": "emulate: the same for the sum of the aggregates over the emulated "
+    "iterations, where error feedback pays back what compression dropped",
 }
 METRIC_COLUMNS: tuple[str, ...] = tuple(METRICS)
+EMULATE_METRICS: tuple[str, ...] = ("agg_error", "agg_error_steps")  # empty when simulated
 
 # Columns describing gcbench's own execution of a cell (set by the Ray task): with
 # `run_id` and `planner_s` the only ones that may differ between two runs of a cell.

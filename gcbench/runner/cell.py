@@ -16,10 +16,16 @@ def execute_cell(cell: Cell, repetitions: int) -> CellOutput:
     """Metric rows (one per repetition), the trace spans of the first repetition, and the
     plan of a planner strategy (else None).
 
-    The simulator is deterministic, so one simulation serves every repetition.
+    The simulator is deterministic, so one simulation serves every repetition; so is an
+    emulated cell's virtual clock (and its gradients are seeded), so one emulation does.
     """
     from gcbench.sim import simulate_cell
 
+    if cell.mode == "emulate":
+        from gcbench.cluster.emulate import emulated_metrics
+
+        metrics = emulated_metrics(cell)  # one emulation; the virtual clock is deterministic
+        return [{**metrics, "repetition": rep} for rep in range(repetitions)], [], None
     result = simulate_cell(cell)
     rows = [{**result.metrics, "repetition": rep} for rep in range(repetitions)]
     return rows, [s.to_dict() for s in result.spans], result.plan

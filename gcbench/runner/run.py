@@ -302,7 +302,11 @@ def _run_locked(
     # instead of waiting for the driver's round trip (cheap cells: issue #13's overhead).
     cpus = max(1, int(info["resources"].get("CPU", 1)))
     limit = concurrency or 2 * cpus
+    if suite.mode == "emulate":  # each cell's actors use every core (and its memory)
+        limit = 1
     remote = ray.remote(num_cpus=1, max_retries=0)(_task)
+    # an emulated cell's task only drives its actors (`gcbench.cluster`), which need the CPUs
+    driver = ray.remote(num_cpus=0, max_retries=0)(_task)
     pending = list(reversed(todo))
     in_flight: dict[Any, Cell] = {}
     failures: list[str] = []
@@ -314,7 +318,8 @@ def _run_locked(
         while pending or in_flight:
             while pending and len(in_flight) < limit:
                 cell = pending.pop()
-                ref = remote.remote(cell.model_dump_json(), suite.repetitions, cell_fn)
+                task = driver if cell.mode == "emulate" else remote
+                ref = task.remote(cell.model_dump_json(), suite.repetitions, cell_fn)
                 in_flight[ref] = cell
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
             for ref in ready:
