@@ -97,6 +97,22 @@ def test_the_virtual_clock_is_the_simulators_for_data_independent_payloads(
     assert e.metrics["wire_bytes"] == simulate_cell(c).metrics["wire_bytes"]
 
 
+def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(ray_local):
+    """3LC's payloads depend on the values: the virtual clock (each collective as long
+    as its slowest worker's) within 5% of the simulator fed with the mean emulated sizes,
+    and the sizes below the compressor's declared bound."""
+    from gcbench.cluster.emulate import fed_simulation
+
+    c = cell("allgather", "threelc")
+    e = emulate_cell(c, steps=1)
+    assert e.iteration_s == pytest.approx(fed_simulation(c, e), rel=0.05)
+    profile, plan, _ = plan_of(c)
+    bound = create("threelc")
+    for b, bucket in enumerate(plan.buckets):
+        n = sum(profile.tensors[i].numel for i in bucket)
+        assert all(rank[b][0] <= bound.wire_bytes(n, 0) for rank in e.phase_bytes)
+
+
 def test_options_not_emulated_yet_are_refused_before_any_actor_starts():
     with pytest.raises(NotEmulated, match="not emulated yet"):
         emulate_cell(cell("hipress", "dgc"))

@@ -23,6 +23,7 @@ handling beyond a bounded wait (restarts, `infeasible` rows).
 from __future__ import annotations
 
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,8 @@ class Emulation:
     iteration_s: float  # the virtual clock's iteration, step 0 (the slowest worker's)
     metrics: dict[str, Any]  # rank 0's timeline metrics, as `simulate`'s
     planner_s: float  # the driver's planning of the cell (planner strategies)
+    startup_s: float  # from creating the actors to every one in its process groups
+    step_wall_s: list[float]  # each emulated iteration's wall time (the slowest worker's)
     aggregates: list[torch.Tensor]  # with `keep`: rank 0's aggregate per bucket, step 0
     compress_s: float  # summed over workers and steps
     decompress_s: float
@@ -77,6 +80,22 @@ def _step(cell: Cell) -> tuple[Any, Any]:
 
     profile = cell_profile(cell)
     return profile, BUILDERS[cell.strategy](cell, profile, costs_for(cell))[0]
+
+
+def fed_simulation(cell: Cell, e: Emulation) -> float:
+    """The simulator's iteration for `cell` fed with the emulated payload sizes (each
+    bucket's compressed payload, the mean over the workers): what issue #14 compares the
+    virtual clock with for data-dependent compressors (the clock also takes, per
+    collective, the slowest worker's)."""
+    from gcbench.sim.iteration import simulate
+
+    profile, plan, costs = plan_of(cell)
+    payloads: list[float | None] = []
+    for b, option in enumerate(plan.options):
+        at = [k for k, p in enumerate(option.phases) if p.compressed] if option else []
+        sent = [rank[b][at[0]] for rank in e.phase_bytes] if at else []
+        payloads.append(sum(sent) / len(sent) if sent else None)
+    return simulate(profile, costs, plan, keep_jobs=False, payloads=payloads).iteration_s
 
 
 def emulated_metrics(cell: Cell, steps: int = STEPS) -> dict[str, Any]:
@@ -136,6 +155,7 @@ def emulate_cell(
             [f"emulate: {machines} x {gpus} workers cannot be placed on this Ray cluster"]
         )
     port = free_port()
+    t0 = time.perf_counter()
     actor: Any = ray.remote(Worker)
     workers: list[Any] = [
         actor.options(
@@ -147,6 +167,14 @@ def emulate_cell(
         for r in range(world)
     ]
     try:
+        up, waiting = ray.wait(
+            [w.ready.remote() for w in workers], num_returns=world, timeout=timeout_s
+        )
+        if waiting:
+            raise TimeoutError(
+                f"emulate: {len(waiting)} of {world} workers did not start in {timeout_s:.0f} s"
+            )
+        startup_s = time.perf_counter() - t0
         refs = [w.run.remote(cell, steps, keep) for w in workers]
         done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         if pending:
@@ -172,4 +200,6 @@ def emulate_cell(
         error_first=fid["error_first"],
         error_total=fid["error_total"],
         bound_ratio=fid["bound_ratio"],
+        startup_s=startup_s,
+        step_wall_s=[max(r["step_s"][k] for r in results) for k in range(steps)],
     )

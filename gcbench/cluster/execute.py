@@ -63,6 +63,11 @@ class Outcome:
 def check(option: Option, compressor: Compressor | None = None) -> None:
     """Raise `NotEmulated` unless every step of `option` (with `compressor`) can be
     executed here."""
+    if compressor is not None and option.compressed and compressor.family == "lowrank":
+        raise NotEmulated(
+            f"{compressor.name}: low-rank factors of each tensor's matrix within a bucket "
+            "are not emulated yet"
+        )
     if compressor is not None and option.compressed and compressor.rounds > 1:
         raise NotEmulated(
             f"{compressor.name}: {compressor.rounds} communication rounds per step are not "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from typing import Any
 
 import torch
@@ -120,7 +121,9 @@ class Worker:
         total: list[torch.Tensor] = []  # rank 0: its aggregates summed over the steps
         kept: list[torch.Tensor] = []
         compress_s = decompress_s = 0.0
+        step_s: list[float] = []
         for step in range(steps):
+            t0 = time.perf_counter()
             per_bucket = []
             for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
                 x = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
@@ -144,6 +147,7 @@ class Worker:
                     if self.rank == 0:
                         total[b] += out.aggregate.double()
             phase_bytes.append(per_bucket)
+            step_s.append(time.perf_counter() - t0)
         for b in range(len(plan.buckets)):
             dist.reduce(mine[b], dst=0)
             if self.rank == 0:
@@ -156,6 +160,7 @@ class Worker:
             "decompress_s": decompress_s,
             "iteration_s": iteration_s,
             "metrics": metrics,
+            "step_s": step_s,
             "fidelity": fid.result() if self.rank == 0 else None,
             "aggregates": kept if self.rank == 0 else None,
         }
@@ -182,6 +187,10 @@ class Worker:
 
         result = simulate(profile, costs, plan, keep_jobs=False, payloads=payloads, sync=sync)
         return result.iteration_s, result.metrics
+
+    def ready(self) -> int:
+        """Answers once the actor has joined its process groups (start-up measured)."""
+        return self.rank
 
     def close(self) -> None:
         if dist.is_initialized():
