@@ -149,3 +149,39 @@ def test_an_emulate_suite_runs_through_the_runner(ray_local, tmp_path):
     )
     assert rows.loc["fp32", "agg_error"] < 1e-6
     assert 0.1 < rows.loc["allgather", "agg_error"] < 1.5  # signs and a scale per worker
+
+
+def test_every_listening_socket_of_an_emulated_run_is_on_loopback(ray_local):
+    """Issue #14: Ray's and gloo's listeners of an emulated cell (watched while it runs)
+    are all on 127.0.0.1; the actors' own gloo listeners are among those seen, so the
+    check could fail."""
+    import threading
+    import time
+
+    import psutil
+
+    seen: set[tuple[str, int, str]] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for c in psutil.net_connections(kind="inet"):
+                if c.status != psutil.CONN_LISTEN or not c.pid:
+                    continue
+                try:
+                    what = " ".join(psutil.Process(c.pid).cmdline())
+                except psutil.Error:
+                    continue
+                if "ray" in what or "gcs_server" in what:
+                    seen.add((c.laddr.ip, c.laddr.port, what[:60]))
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        emulate_cell(cell("fp32-2level"), steps=2)
+    finally:
+        stop.set()
+        watcher.join()
+    assert any("Worker" in what for _, _, what in seen), seen  # the actors' gloo listeners
+    assert {ip for ip, _, _ in seen} <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, seen

@@ -37,11 +37,11 @@ def gram_schmidt(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def close(actual, expected) -> None:
+def close(actual, expected, tol: float = 1e-5) -> None:
     """Equal up to the float32 rounding of what goes on the wire (computation is float64)."""
     actual = actual.numpy() if isinstance(actual, torch.Tensor) else actual
     scale = max(float(np.abs(expected).max()), 1e-30)
-    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5 * scale)
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
 
 
 def initial(seed: tuple[object, ...], rows: int, rank: int) -> np.ndarray:
@@ -131,7 +131,11 @@ def test_powersgd_is_exact_on_matrices_of_rank_at_most_r(n, m, r, seed):
     k = min(r, n, m)
     g = torch.from_numpy(rng.standard_normal((n, k)) @ rng.standard_normal((k, m)))
     (out,) = powersgd_step([PowerSGD(rank=r)], [g], 0)
-    close(out, g.numpy())
+    # Exact in exact arithmetic; P = M Q0 goes on the wire in float32 and is
+    # orthogonalised, so the rounding (2^-24) grows with P's condition number (a random
+    # Q0 can give 5e3: seed 410 at 14 x 16, rank 4, errs by 5e-3)
+    amplified = 100 * 2.0**-24 * np.linalg.cond(g.numpy() @ initial(("powersgd", KEY), m, r))
+    close(out, g.numpy(), max(1e-5, amplified))
 
 
 def test_orthogonalize_is_gram_schmidt():

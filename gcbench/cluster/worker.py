@@ -5,14 +5,16 @@ holds its gradients and executes a plan bucket by bucket (`execute.run_option`).
 Process groups: `flat` (every worker), `intra` (one per machine: ranks m·G .. m·G+G-1)
 and `inter` (one per local rank j: ranks j, G+j, 2G+j, ...); every worker creates every
 group in the same order, as `new_group` requires. gloo binds to loopback
-(`GLOO_SOCKET_IFNAME=lo`, rendezvous on 127.0.0.1) and every collective times out after
-`timeout_s`, so a dead peer fails the cell rather than hanging the run.
+(`GLOO_SOCKET_IFNAME=lo`) and the rendezvous store listens on a socket rank 0 binds to
+127.0.0.1 itself (torch's own `TCPStore` server binds every address); every collective
+times out after `timeout_s`, so a dead peer fails the cell rather than hanging the run.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import socket
 import time
 from typing import Any
 
@@ -75,13 +77,23 @@ class Worker:
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
         torch.set_num_threads(1)  # the workers share the host's cores
         self.rank, self.world, self.gpus = rank, world, gpus
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world,
-            timeout=datetime.timedelta(seconds=timeout_s),
+        timeout = datetime.timedelta(seconds=timeout_s)
+        listen = None
+        if rank == 0:  # the rendezvous store on a socket of ours: torch's binds every address
+            listen = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listen.bind(("127.0.0.1", port))
+            listen.listen(world)
+        store = dist.TCPStore(
+            "127.0.0.1",
+            port,
+            world,
+            is_master=rank == 0,
+            timeout=timeout,
+            master_listen_fd=None if listen is None else listen.fileno(),
         )
+        self._listen = listen  # kept open while the store serves on it
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
         machines = world // gpus
         intra = inter = None
         for m in range(machines):
