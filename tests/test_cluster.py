@@ -185,3 +185,29 @@ def test_every_listening_socket_of_an_emulated_run_is_on_loopback(ray_local):
         watcher.join()
     assert any("Worker" in what for _, _, what in seen), seen  # the actors' gloo listeners
     assert {ip for ip, _, _ in seen} <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, seen
+
+
+@pytest.mark.slow
+def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster():
+    """On a Ray cluster with a node per machine (three fake nodes on 127.0.0.1), a
+    machine's workers share a node and the machines are on different nodes
+    (STRICT_SPREAD), and the cell still aggregates exactly."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "multinode_emulate.py")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    nodes = got["nodes"]
+    assert nodes[0] == nodes[1] and nodes[2] == nodes[3]  # ranks 0-1 machine 0, 2-3 machine 1
+    assert nodes[0] != nodes[2]
+    assert got["error"] < 1e-6

@@ -50,6 +50,7 @@ class Emulation:
     metrics: dict[str, Any]  # rank 0's timeline metrics, as `simulate`'s
     planner_s: float  # the driver's planning of the cell (planner strategies)
     startup_s: float  # from creating the actors to every one in its process groups
+    nodes: list[str]  # the Ray node each worker ran on, by rank
     step_wall_s: list[float]  # each emulated iteration's wall time (the slowest worker's)
     aggregates: list[torch.Tensor]  # with `keep`: rank 0's aggregate per bucket, step 0
     compress_s: float  # summed over workers and steps
@@ -201,5 +202,6 @@ def emulate_cell(
         error_total=fid["error_total"],
         bound_ratio=fid["bound_ratio"],
         startup_s=startup_s,
+        nodes=[r["node"] for r in results],
         step_wall_s=[max(r["step_s"][k] for r in results) for k in range(steps)],
     )

@@ -165,8 +165,11 @@ class Worker:
             if self.rank == 0:
                 fid.total(total[b], mine[b])
         iteration_s, metrics = self.clock(profile, plan, costs, phase_bytes[0])
+        import ray
+
         return {
             "rank": self.rank,
+            "node": ray.get_runtime_context().get_node_id(),
             "phase_bytes": phase_bytes,
             "compress_s": compress_s,
             "decompress_s": decompress_s,
