@@ -211,3 +211,42 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster():
     assert nodes[0] == nodes[1] and nodes[2] == nodes[3]  # ranks 0-1 machine 0, 2-3 machine 1
     assert nodes[0] != nodes[2]
     assert got["error"] < 1e-6
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retried(ray_local):
+    """Issue #14: SIGKILL one worker's process while the cell runs: the attempt stops
+    as soon as its death is known (not after the survivors' 30 s collective timeout),
+    the cell runs again on fresh actors and completes with the same exact aggregate."""
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    c = Cell.model_validate({**cell("fp32").model_dump(), "model": "resnet50"})
+    box: dict[str, object] = {}
+
+    def emulate() -> None:
+        try:
+            box["e"] = emulate_cell(c, steps=2)
+        except BaseException as e:  # handed to the test below
+            box["error"] = e
+
+    runner = threading.Thread(target=emulate)
+    runner.start()
+    killed_at = None
+    deadline = time.monotonic() + 120
+    while killed_at is None and time.monotonic() < deadline and runner.is_alive():
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            if (p.info["cmdline"] or [""])[0].startswith("ray::Worker.run"):
+                p.send_signal(signal.SIGKILL)
+                killed_at = time.monotonic()
+                break
+        time.sleep(0.05)
+    runner.join(timeout=240)
+    assert killed_at is not None, "no worker was seen running"
+    assert "error" not in box, box.get("error")
+    e = box["e"]
+    assert e.attempts == 2
+    assert e.error_first < 1e-6 and e.bound_ratio <= 1.0

@@ -34,6 +34,7 @@ from gcbench.config import Cell
 from gcbench.errors import ConfigError
 
 STEPS = 3  # iterations an emulated cell runs (agg_error_steps sums them)
+ATTEMPTS = 2  # runs of a cell whose worker dies, in all
 # Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
 # host's cores, and a cell's task and actors must fit beside the other cells' tasks)
 WORKER_CPUS = 0.01
@@ -51,6 +52,7 @@ class Emulation:
     planner_s: float  # the driver's planning of the cell (planner strategies)
     startup_s: float  # from creating the actors to every one in its process groups
     nodes: list[str]  # the Ray node each worker ran on, by rank
+    attempts: int  # 2 or more: a worker died and the cell ran again
     step_wall_s: list[float]  # each emulated iteration's wall time (the slowest worker's)
     aggregates: list[torch.Tensor]  # with `keep`: rank 0's aggregate per bucket, step 0
     compress_s: float  # summed over workers and steps
@@ -132,16 +134,59 @@ def emulate_cell(
     cell: Cell, steps: int = STEPS, timeout_s: float = 600.0, keep: bool = False
 ) -> Emulation:
     """Run `cell` on Ray actors (Ray must be connected: `runner.local.connect`); with
-    `keep`, rank 0's aggregated gradient of step 0 comes back too (small models)."""
+    `keep`, rank 0's aggregated gradient of step 0 comes back too (small models).
+
+    A worker that dies (its process killed, its node lost) fails the attempt as soon as
+    its death is known (the other workers are stopped, not left to their collectives'
+    timeouts), and the cell runs again on fresh actors, at most `ATTEMPTS` times in all:
+    the gradients are seeded, so a retried cell gives the same result."""
+    from ray.exceptions import RayActorError
+
+    profile, step = check_cell(cell)
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            results, startup_s = _attempt(cell, steps, timeout_s, keep)
+            break
+        except RayActorError as e:
+            if attempt == ATTEMPTS:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise RuntimeError(
+                    f"emulate: a worker died in each of {ATTEMPTS} attempts: {first}"
+                ) from None
+    plan = step.plan
+    buckets, options = plan.buckets, list(plan.options)
+    fid = results[0]["fidelity"]
+    return Emulation(
+        buckets=buckets,
+        options=[o.name for o in options],
+        phase_bytes=[r["phase_bytes"][0] for r in results],
+        iteration_s=max(r["iteration_s"] for r in results),
+        metrics=results[0]["metrics"],
+        planner_s=step.planner_s,
+        aggregates=results[0]["aggregates"],
+        compress_s=sum(r["compress_s"] for r in results),
+        decompress_s=sum(r["decompress_s"] for r in results),
+        error_first=fid["error_first"],
+        error_total=fid["error_total"],
+        bound_ratio=fid["bound_ratio"],
+        startup_s=startup_s,
+        nodes=[r["node"] for r in results],
+        step_wall_s=[max(r["step_s"][k] for r in results) for k in range(steps)],
+        attempts=attempt,
+    )
+
+
+def _attempt(
+    cell: Cell, steps: int, timeout_s: float, keep: bool
+) -> tuple[list[dict[str, Any]], float]:
+    """One attempt on fresh actors: every worker's result by rank, and the start-up
+    seconds. The actors and their placement group are released whatever happens."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from gcbench.cluster.worker import Worker
 
-    profile, step = check_cell(cell)
-    plan = step.plan
-    buckets, options = plan.buckets, list(plan.options)
     machines, gpus = cell.cluster.machines, cell.cluster.gpus_per_machine
     world = machines * gpus
     nodes = len([n for n in ray.nodes() if n.get("Alive")])
@@ -168,40 +213,32 @@ def emulate_cell(
         for r in range(world)
     ]
     try:
-        up, waiting = ray.wait(
-            [w.ready.remote() for w in workers], num_returns=world, timeout=timeout_s
-        )
-        if waiting:
-            raise TimeoutError(
-                f"emulate: {len(waiting)} of {world} workers did not start in {timeout_s:.0f} s"
-            )
+        _gather([w.ready.remote() for w in workers], timeout_s, "start")
         startup_s = time.perf_counter() - t0
-        refs = [w.run.remote(cell, steps, keep) for w in workers]
-        done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
-        if pending:
-            raise TimeoutError(
-                f"emulate: {len(pending)} of {world} workers did not finish in {timeout_s:.0f} s"
-            )
-        results = sorted(ray.get(done), key=lambda r: r["rank"])
+        results = _gather([w.run.remote(cell, steps, keep) for w in workers], timeout_s, "finish")
     finally:
         for w in workers:
             ray.kill(w)
         remove_placement_group(pg)
-    fid = results[0]["fidelity"]
-    return Emulation(
-        buckets=buckets,
-        options=[o.name for o in options],
-        phase_bytes=[r["phase_bytes"][0] for r in results],
-        iteration_s=max(r["iteration_s"] for r in results),
-        metrics=results[0]["metrics"],
-        planner_s=step.planner_s,
-        aggregates=results[0]["aggregates"],
-        compress_s=sum(r["compress_s"] for r in results),
-        decompress_s=sum(r["decompress_s"] for r in results),
-        error_first=fid["error_first"],
-        error_total=fid["error_total"],
-        bound_ratio=fid["bound_ratio"],
-        startup_s=startup_s,
-        nodes=[r["node"] for r in results],
-        step_wall_s=[max(r["step_s"][k] for r in results) for k in range(steps)],
-    )
+    return sorted(results, key=lambda r: r["rank"]), startup_s
+
+
+def _gather(refs: list[Any], timeout_s: float, what: str) -> list[Any]:
+    """The results of `refs` as they come: the first failure (a dead worker) raises at
+    once rather than after the others' collectives time out."""
+    import ray
+
+    out: list[Any] = []
+    pending = list(refs)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        done, pending = ray.wait(
+            pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic())
+        )
+        if not done:
+            raise TimeoutError(
+                f"emulate: {len(pending)} of {len(refs)} workers did not {what} in "
+                f"{timeout_s:.0f} s"
+            )
+        out.append(ray.get(done[0]))
+    return out
