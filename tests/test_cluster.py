@@ -250,3 +250,38 @@ def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retr
     e = box["e"]
     assert e.attempts == 2
     assert e.error_first < 1e-6 and e.bound_ratio <= 1.0
+
+
+@pytest.mark.slow
+def test_no_actor_or_placement_group_outlives_a_20_cell_run(ray_local):
+    """Issue #14: after 20 emulated cells (four strategies and compressors, 1-2 machines),
+    every worker actor is dead and every placement group removed; gloo's process groups
+    die with their actors' processes."""
+    from ray._private import state
+    from ray.util import placement_group_table
+
+    shapes = [(1, 2), (2, 2), (2, 1), (1, 3)]
+    kinds = [
+        ("fp32", "none"),
+        ("allgather", "randomk"),
+        ("fp32-2level", "none"),
+        ("allgather", "efsignsgd"),
+    ]
+    before = {a for a, info in state.actors().items() if info["State"] == "ALIVE"}
+    for k in range(20):
+        strategy, compressor = kinds[k % 4]
+        machines, gpus = shapes[k % 4]
+        emulate_cell(cell(strategy, compressor, machines, gpus), steps=1)
+    import time
+
+    for _ in range(50):  # `ray.kill` is asynchronous: the GCS says DEAD a moment later
+        alive = {
+            a for a, info in state.actors().items()
+            if info["State"] != "DEAD" and a not in before
+        }  # fmt: skip
+        if not alive:
+            break
+        time.sleep(0.2)
+    assert not alive
+    assert all(pg["state"] == "REMOVED" for pg in placement_group_table().values())
+    assert len(placement_group_table()) >= 20  # the check saw the cells' groups
