@@ -1,11 +1,13 @@
 """Run by tests/test_cluster.py in a process of its own: a fake 3-node Ray cluster
-(`ray.cluster_utils.Cluster`, every node on 127.0.0.1) and one emulated 2 x 2 cell;
-prints the Ray node of each worker, by rank, as JSON."""
+(`ray.cluster_utils.Cluster`, every node on 127.0.0.1, two of them with 2 GPUs and the
+`summation` resource) and emulated 2 x 2 cells; prints, as JSON, the Ray node of each
+worker by rank, with and without GPUs, and the refusals of cells that cannot fit."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -13,27 +15,42 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from gcbench.cluster.emulate import emulate_cell  # noqa: E402
+from gcbench.cluster.emulate import emulate_cell, refuse_placement  # noqa: E402
 from gcbench.config import Cell  # noqa: E402
+from gcbench.errors import ConfigError  # noqa: E402
 
+gpus = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 cluster = Cluster(
     initialize_head=True,
     head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False},
 )
 for _ in range(2):
-    cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", resources={"summation": 1})
+    cluster.add_node(
+        num_cpus=1, num_gpus=gpus, node_ip_address="127.0.0.1", resources={"summation": 1}
+    )
 cluster.wait_for_nodes()
 ray.init(address=cluster.address, log_to_driver=False)
-cell = Cell.model_validate(
-    {
-        "model": "tiny-mlp",
-        "compressor": "none",
-        "network": {"inter_gbps": 10},
-        "cluster": {"machines": 2, "gpus_per_machine": 2},
-        "strategy": "fp32-2level",
-    }
-)
-e = emulate_cell(cell, steps=1)
-print(json.dumps({"nodes": e.nodes, "error": e.error_first}))
+
+
+def cell(machines: int, per: int) -> Cell:
+    return Cell.model_validate(
+        {
+            "model": "tiny-mlp",
+            "compressor": "none",
+            "network": {"inter_gbps": 10},
+            "cluster": {"machines": machines, "gpus_per_machine": per},
+            "strategy": "fp32-2level",
+        }
+    )
+
+
+e = emulate_cell(cell(2, 2), steps=1)
+refused = []
+for machines, per in ((2, 4), (3, 2)):
+    try:
+        refuse_placement(cell(machines, per), [n for n in ray.nodes() if n["Alive"]])
+    except ConfigError as err:
+        refused.append(str(err))
+print(json.dumps({"nodes": e.nodes, "error": e.error_first, "refused": refused}))
 ray.shutdown()
 cluster.shutdown()

@@ -188,10 +188,13 @@ def test_every_listening_socket_of_an_emulated_run_is_on_loopback(ray_local):
 
 
 @pytest.mark.slow
-def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster():
+@pytest.mark.parametrize("gpus", [0, 2])
+def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster(gpus):
     """On a Ray cluster with a node per machine (three fake nodes on 127.0.0.1), a
     machine's workers share a node and the machines are on different nodes
-    (STRICT_SPREAD), and the cell still aggregates exactly."""
+    (STRICT_SPREAD), and the cell still aggregates exactly. Where the nodes have GPUs
+    (two of them 2 each), every worker holds one, and cells that need more GPUs than a
+    node or the cluster has are refused before any actor starts."""
     import json
     import subprocess
     import sys
@@ -199,7 +202,7 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster():
     from conftest import ROOT
 
     out = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "multinode_emulate.py")],
+        [sys.executable, str(ROOT / "tests" / "multinode_emulate.py"), str(gpus)],
         capture_output=True,
         text=True,
         timeout=240,
@@ -211,6 +214,11 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster():
     assert nodes[0] == nodes[1] and nodes[2] == nodes[3]  # ranks 0-1 machine 0, 2-3 machine 1
     assert nodes[0] != nodes[2]
     assert got["error"] < 1e-6
+    if gpus:
+        assert len(got["refused"]) == 2  # 4 GPUs on one node; 6 in all
+        assert all("cannot be placed on this Ray cluster" in r for r in got["refused"])
+    else:
+        assert got["refused"] == []  # CPU workers share the cores: any number fits
 
 
 @pytest.mark.slow

@@ -31,10 +31,11 @@ import torch
 
 from gcbench.cluster.execute import check
 from gcbench.config import Cell
-from gcbench.errors import ConfigError
+from gcbench.errors import ConfigError, InfeasibleError
 
 STEPS = 3  # iterations an emulated cell runs (agg_error_steps sums them)
 ATTEMPTS = 2  # runs of a cell whose worker dies, in all
+PLACEMENT_S = 30.0  # how long a feasible placement may wait for resources
 # Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
 # host's cores, and a cell's task and actors must fit beside the other cells' tasks)
 WORKER_CPUS = 0.01
@@ -114,6 +115,24 @@ def emulated_metrics(cell: Cell, steps: int = STEPS) -> dict[str, Any]:
     }
 
 
+def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
+    """ConfigError when the Ray cluster (`ray.nodes()`, the live ones) can never hold the
+    cell's workers: where it has GPUs, one per worker (at least `gpus_per_machine` on a
+    node, `machines x gpus_per_machine` in all)."""
+    gpus_on = [n.get("Resources", {}).get("GPU", 0.0) for n in nodes]
+    if not any(gpus_on):
+        return  # CPU workers share the cores: any number fits
+    cl = cell.cluster
+    if sum(gpus_on) < cl.gpus or max(gpus_on) < cl.gpus_per_machine:
+        raise ConfigError(
+            [
+                f"emulate: {cl.machines} x {cl.gpus_per_machine} GPU workers cannot be placed "
+                f"on this Ray cluster ({len(nodes)} nodes with "
+                f"{', '.join(f'{g:g}' for g in gpus_on)} GPUs)"
+            ]
+        )
+
+
 def check_cell(cell: Cell) -> tuple[Any, Any]:
     """Refuse, before any actor starts, a cell emulation cannot run yet (ConfigError
     naming why); its profile and plan step otherwise."""
@@ -189,16 +208,21 @@ def _attempt(
 
     machines, gpus = cell.cluster.machines, cell.cluster.gpus_per_machine
     world = machines * gpus
-    nodes = len([n for n in ray.nodes() if n.get("Alive")])
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    # where the Ray cluster has GPUs, each worker holds one (`num_gpus=1`)
+    per_gpu = 1.0 if any(n.get("Resources", {}).get("GPU", 0) for n in alive) else 0.0
+    refuse_placement(cell, alive)
+    bundle = {"CPU": WORKER_CPUS * gpus, **({"GPU": per_gpu * gpus} if per_gpu else {})}
     pg = placement_group(
-        [{"CPU": WORKER_CPUS * gpus}] * machines,
-        strategy="STRICT_SPREAD" if nodes >= machines > 1 else "PACK",
+        [bundle] * machines,
+        strategy="STRICT_SPREAD" if len(alive) >= machines > 1 else "PACK",
     )
-    ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
-    if not ready:
+    ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_S)
+    if not ready:  # it fitted when asked: the cluster changed under the run
         remove_placement_group(pg)
-        raise ConfigError(
-            [f"emulate: {machines} x {gpus} workers cannot be placed on this Ray cluster"]
+        raise InfeasibleError(
+            f"emulate: {machines} x {gpus} workers could not be placed within "
+            f"{PLACEMENT_S:.0f} s (the Ray cluster's free resources changed)"
         )
     port = free_port()
     t0 = time.perf_counter()
@@ -206,6 +230,7 @@ def _attempt(
     workers: list[Any] = [
         actor.options(
             num_cpus=WORKER_CPUS,
+            num_gpus=per_gpu,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=r // gpus
             ),

@@ -283,6 +283,17 @@ def _run_locked(
     started_here = connect(address, num_cpus=num_cpus)
     import ray
 
+    if suite.mode == "emulate":  # a placement that can never fit: refused before any cell
+        from gcbench.cluster.emulate import refuse_placement
+
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        try:
+            for cell in todo:
+                refuse_placement(cell, alive)
+        except Exception:
+            if started_here:
+                ray.shutdown()
+            raise
     info = cluster_info()
     manifest.update(
         described,
