@@ -106,6 +106,30 @@ def test_failing_cell_becomes_a_row_and_is_retried(ray_local, tmp_path):
 
 
 @ray
+def test_a_cell_that_cannot_be_placed_is_an_infeasible_row_and_runs_again(ray_local, tmp_path):
+    """An `InfeasibleError` (an emulated cell whose workers no longer fit) gives rows
+    with status `infeasible` and the reason, counted as not done, and the cell runs
+    again on the next run."""
+    from gcbench.errors import InfeasibleError
+
+    suite = load_suite(write(tmp_path, "t.yaml", TINY_SUITE))
+
+    def crowded(cell, repetitions):
+        if cell.model.name == "tiny-cnn" and cell.strategy == "fp16":
+            raise InfeasibleError("emulate: 2 x 2 workers could not be placed within 30 s")
+        return execute_cell(cell, repetitions)
+
+    summary = run_suite(suite, tmp_path / "r", cell_fn=crowded)
+    assert (summary.ok, summary.failed) == (12, 4)
+    df = load_results(summary.run_dir)
+    assert set(df["status"]) == {"ok", "infeasible"}
+    rows = df[df["status"] == "infeasible"]
+    assert len(rows) == 4 * 2 and rows["error"].str.contains("could not be placed").all()
+    again = run_suite(suite, tmp_path / "r")
+    assert (again.ok, again.failed, again.skipped) == (4, 0, 12)
+
+
+@ray
 @pytest.mark.parametrize("limit", [1, 2])
 def test_cells_run_in_ray_workers_within_the_concurrency_limit(ray_local, tmp_path, limit):
     suite = load_suite(write(tmp_path, "t.yaml", TINY_SUITE))

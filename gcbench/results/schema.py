@@ -115,12 +115,18 @@ def record(
     run_id: str,
     meta: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """One row in `COLUMNS` order; a failed cell keeps its config and has no metrics."""
+    """One row in `COLUMNS` order; a failed cell keeps its config and has no metrics. A
+    cell that could not be placed (`InfeasibleError`, e.g. an emulated cell whose
+    workers the Ray cluster no longer has room for) is `infeasible` rather than
+    `failed`; both run again on the next `gcbench run`."""
+    status = "ok" if error is None else "failed"
+    if error is not None and error.startswith("InfeasibleError"):
+        status = "infeasible"
     return {
         "suite": suite,
         "cell_id": cell_id,
         **{k: config.get(k) for k in CONFIG_COLUMNS},
-        "status": "ok" if error is None else "failed",
+        "status": status,
         "error": error or "",
         **{k: metrics.get(k) for k in METRIC_COLUMNS},
         "repetition": repetition,
