@@ -83,16 +83,22 @@ def test_smoke_suite_runs_resumes_and_starts_fresh(ray_local, tmp_path):
     assert other[keep].equals(same[keep])
 
 
+def failing(error: Exception):
+    """A cell function that raises `error` for tiny-cnn's fp16 cells (4 of TINY_SUITE's
+    16) and executes the others."""
+
+    def run(cell, repetitions):
+        if cell.model.name == "tiny-cnn" and cell.strategy == "fp16":
+            raise error
+        return execute_cell(cell, repetitions)
+
+    return run
+
+
 @ray
 def test_failing_cell_becomes_a_row_and_is_retried(ray_local, tmp_path):
     suite = load_suite(write(tmp_path, "t.yaml", TINY_SUITE))
-
-    def flaky(cell, repetitions):
-        if cell.model.name == "tiny-cnn" and cell.strategy == "fp16":
-            raise RuntimeError("simulated failure")
-        return execute_cell(cell, repetitions)
-
-    summary = run_suite(suite, tmp_path / "r", cell_fn=flaky)
+    summary = run_suite(suite, tmp_path / "r", cell_fn=failing(RuntimeError("simulated failure")))
     assert (summary.total, summary.ok, summary.failed) == (16, 12, 4)
     assert all("RuntimeError: simulated failure" in f for f in summary.failures)
     df = load_results(summary.run_dir)
@@ -113,12 +119,7 @@ def test_a_cell_that_cannot_be_placed_is_an_infeasible_row_and_runs_again(ray_lo
     from gcbench.errors import InfeasibleError
 
     suite = load_suite(write(tmp_path, "t.yaml", TINY_SUITE))
-
-    def crowded(cell, repetitions):
-        if cell.model.name == "tiny-cnn" and cell.strategy == "fp16":
-            raise InfeasibleError("emulate: 2 x 2 workers could not be placed within 30 s")
-        return execute_cell(cell, repetitions)
-
+    crowded = failing(InfeasibleError("emulate: 2 x 2 workers could not be placed within 30 s"))
     summary = run_suite(suite, tmp_path / "r", cell_fn=crowded)
     assert (summary.ok, summary.failed) == (12, 4)
     df = load_results(summary.run_dir)

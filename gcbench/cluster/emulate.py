@@ -4,7 +4,7 @@ Ray cluster has a node per machine, PACK otherwise), executing the cell's plan w
 gradients, compressors and collectives for `steps` iterations.
 
 What comes back (`Emulation`): per bucket the bytes each phase moved (counted from the
-payloads, per worker), the (de)compression seconds measured in the actors, and the
+payloads, per worker), the wall times of start-up and of each emulated iteration, and the
 numerical fidelity, measured by rank 0 (`worker.Fidelity`): the aggregated gradient
 against the exact sum of every worker's gradient (a float64 reduce), after one step and
 summed over all steps (where error feedback pays back what compression dropped).
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from gcbench.cluster.execute import check
+from gcbench.cluster.execute import check, compressed_phase
 from gcbench.config import Cell
 from gcbench.errors import ConfigError, InfeasibleError
 
@@ -45,8 +45,6 @@ WORKER_CPUS = 0.01
 class Emulation:
     """What an emulated cell measured (see the module docstring)."""
 
-    buckets: list[list[int]]
-    options: list[str]
     phase_bytes: list[list[list[int]]]  # [rank][bucket][phase] at step 0
     iteration_s: float  # the virtual clock's iteration, step 0 (the slowest worker's)
     metrics: dict[str, Any]  # rank 0's timeline metrics, as `simulate`'s
@@ -56,8 +54,6 @@ class Emulation:
     attempts: int  # 2 or more: a worker died and the cell ran again
     step_wall_s: list[float]  # each emulated iteration's wall time (the slowest worker's)
     aggregates: list[torch.Tensor]  # with `keep`: rank 0's aggregate per bucket, step 0
-    compress_s: float  # summed over workers and steps
-    decompress_s: float
     error_first: float  # relative L2 error of the aggregate, step 0
     error_total: float  # the same for the sum over all steps
     # largest |aggregate - exact| / ((n - 1) · 2^-23 · Σ|g|) over the elements at step 0:
@@ -96,8 +92,8 @@ def fed_simulation(cell: Cell, e: Emulation) -> float:
     profile, plan, costs = plan_of(cell)
     payloads: list[float | None] = []
     for b, option in enumerate(plan.options):
-        at = [k for k, p in enumerate(option.phases) if p.compressed] if option else []
-        sent = [rank[b][at[0]] for rank in e.phase_bytes] if at else []
+        at = compressed_phase(option)
+        sent = [] if at is None else [rank[b][at] for rank in e.phase_bytes]
         payloads.append(sum(sent) / len(sent) if sent else None)
     return simulate(profile, costs, plan, keep_jobs=False, payloads=payloads).iteration_s
 
@@ -161,7 +157,7 @@ def emulate_cell(
     the gradients are seeded, so a retried cell gives the same result."""
     from ray.exceptions import RayActorError
 
-    profile, step = check_cell(cell)
+    _, step = check_cell(cell)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             results, startup_s = _attempt(cell, steps, timeout_s, keep)
@@ -172,19 +168,13 @@ def emulate_cell(
                 raise RuntimeError(
                     f"emulate: a worker died in each of {ATTEMPTS} attempts: {first}"
                 ) from None
-    plan = step.plan
-    buckets, options = plan.buckets, list(plan.options)
     fid = results[0]["fidelity"]
     return Emulation(
-        buckets=buckets,
-        options=[o.name for o in options],
         phase_bytes=[r["phase_bytes"][0] for r in results],
         iteration_s=max(r["iteration_s"] for r in results),
         metrics=results[0]["metrics"],
         planner_s=step.planner_s,
         aggregates=results[0]["aggregates"],
-        compress_s=sum(r["compress_s"] for r in results),
-        decompress_s=sum(r["decompress_s"] for r in results),
         error_first=fid["error_first"],
         error_total=fid["error_total"],
         bound_ratio=fid["bound_ratio"],

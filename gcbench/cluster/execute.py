@@ -17,7 +17,6 @@ simulator's cost models turn into link time. Phases this slice does not execute 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -51,13 +50,19 @@ class Groups:
 
 @dataclass
 class Outcome:
-    """A bucket's result on one worker: the aggregated gradient (the sum over workers),
-    the bytes this worker put into each phase, and the seconds its (de)compression took."""
+    """A bucket's result on one worker: the aggregated gradient (the sum over workers)
+    and the bytes this worker put into each phase."""
 
     aggregate: torch.Tensor
     phase_bytes: list[int] = field(default_factory=list)
-    compress_s: float = 0.0
-    decompress_s: float = 0.0
+
+
+def compressed_phase(option: Option | None) -> int | None:
+    """The index (among the option's phases) of its phase that carries payloads, if any
+    (the emulated options have at most one): where a bucket's payload size is read."""
+    if option is None:
+        return None
+    return next((k for k, p in enumerate(option.phases) if p.compressed), None)
 
 
 def check(option: Option, compressor: Compressor | None = None) -> None:
@@ -103,7 +108,6 @@ def run_option(
     sizes: list[int] = []  # the dense lengths before each reduce-scatter (to undo padding)
     for s in option.steps:
         if isinstance(s, Op):
-            t0 = time.perf_counter()
             if s.op == "c":
                 assert v is not None
                 dense = v.float()
@@ -111,13 +115,11 @@ def run_option(
                 mine = compressor.compress(comp, key, step)
                 memory.update(comp, key, step, compressor, mine)
                 v = None
-                out.compress_s += time.perf_counter() - t0
             else:
                 got = theirs if theirs is not None else [mine]
                 assert got[0] is not None
                 v = compressor.aggregate(got, key, step).reshape(-1)  # type: ignore[arg-type]
                 mine = theirs = None
-                out.decompress_s += time.perf_counter() - t0
             continue
         group, size = groups.group(s.level), groups.sizes[s.level]
         if s.compressed:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from gcbench.cluster.execute import Groups, run_option
+from gcbench.cluster.execute import Groups, compressed_phase, run_option
 from gcbench.cluster.gradients import bucket_gradient
 from gcbench.compress import create, create_memory
 from gcbench.config import Cell
@@ -132,7 +132,6 @@ class Worker:
         mine: list[torch.Tensor] = []  # this worker's gradients summed over the steps
         total: list[torch.Tensor] = []  # rank 0: its aggregates summed over the steps
         kept: list[torch.Tensor] = []
-        compress_s = decompress_s = 0.0
         step_s: list[float] = []
         for step in range(steps):
             t0 = time.perf_counter()
@@ -142,8 +141,6 @@ class Worker:
                 x64 = x.double()
                 out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups)
                 per_bucket.append(out.phase_bytes)
-                compress_s += out.compress_s
-                decompress_s += out.decompress_s
                 if step == 0:
                     mine.append(x64.clone())
                     exact, absum = x64, x64.abs()
@@ -171,8 +168,6 @@ class Worker:
             "rank": self.rank,
             "node": ray.get_runtime_context().get_node_id(),
             "phase_bytes": phase_bytes,
-            "compress_s": compress_s,
-            "decompress_s": decompress_s,
             "iteration_s": iteration_s,
             "metrics": metrics,
             "step_s": step_s,
@@ -189,8 +184,8 @@ class Worker:
         timestamps travel in a small allgather per collective."""
         payloads: list[float | None] = []
         for option, sent in zip(plan.options, phase_bytes, strict=True):
-            at = [k for k, p in enumerate(option.phases) if p.compressed] if option else []
-            payloads.append(float(sent[at[0]]) if at else None)
+            at = compressed_phase(option)
+            payloads.append(None if at is None else float(sent[at]))
 
         def sync(level: str, start: float, dur: float) -> tuple[float, float]:
             group, size = self.groups.group(level), self.groups.sizes[level]

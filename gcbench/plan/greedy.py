@@ -267,6 +267,10 @@ def greedy(
     choices = (start, *space)  # GetBestOption's order: S itself first
     prune = len(choices) >= PRUNE_FROM  # bounds pay off over large spaces only
 
+    def bar() -> float:
+        """A candidate whose lower bound passes this cannot beat the incumbent."""
+        return best_s * BETTER * PRUNE_MARGIN
+
     def shaped(lo: int, hi: int) -> tuple[Plan, Slot, set[int]]:
         """The incumbent with tensors lo..hi in a bucket of their own whatever its option
         (a placeholder there), its slot, and the options the screen keeps."""
@@ -275,12 +279,11 @@ def greedy(
             shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
             m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
             assert fast is not None and inc.checkpoints is not None
-            bar = best_s * BETTER * PRUNE_MARGIN
-            where = fast.slot(shape, inc.checkpoints, at, m, bar)
-            if where.top > bar:  # the plan without the bucket's steps is already no better
+            where = fast.slot(shape, inc.checkpoints, at, m, bar())
+            if where.top > bar():  # the plan without the bucket's steps is already no better
                 keep: set[int] = set()
             else:
-                keep = set(np.flatnonzero(fast.screen(where, shape, choices) <= bar).tolist())
+                keep = set(np.flatnonzero(fast.screen(where, shape, choices) <= bar()).tolist())
             got = slots[lo, hi] = (shape, where, keep)
         return got
 
@@ -306,7 +309,7 @@ def greedy(
             plan, at = candidate_plan(inc, lo, hi, opt, sizes, rule)
             return fast.iteration_s(plan, inc.checkpoints, at), plan, None
         shape, where, _ = shaped(lo, hi)
-        if fast.bound(where, shape, opt) > best_s * BETTER * PRUNE_MARGIN:
+        if fast.bound(where, shape, opt) > bar():
             pruned += 1
             return math.inf, None, None
         sims += 1

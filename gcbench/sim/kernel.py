@@ -255,17 +255,7 @@ class Kernel:
                 continue
             steps, cut = self._steps(bucket, opt, b, None if sizes is None else sizes[b])[:2]
             after = sum(d for _, d, _, _ in steps) + update
-            t, moving = now, ready
-            for k in range(cut):
-                stream, dur = steps[k][0], steps[k][1]
-                after -= dur
-                early.setdefault(stream, []).append((t, moving, dur, after))
-                f = base.get(stream, 0.0)
-                t = (f if f > t else t) + dur
-                base[stream] = t
-                if t > ends:
-                    ends = t
-                moving += dur
+            t, moving, ends = _enqueue(steps, 0, cut, now, ready, after, early, base, ends, None)
             chains.append((steps, cut, t, moving))
         backward_base = now  # the backward's end without the candidate's steps, exact
         tails = now
@@ -275,17 +265,9 @@ class Kernel:
             after = sum(d for _, d, _, _ in steps[cut:]) + update
             if cut < len(steps):
                 moving = ready if ready > moving else moving
-            for k in range(cut, len(steps)):
-                stream, dur, waits = steps[k][0], steps[k][1], steps[k][2]
-                dep = t if not waits or t >= backward_base else backward_base
-                after -= dur
-                late.setdefault(stream, []).append((dep, moving, dur, after))
-                f = base.get(stream, 0.0)
-                t = (f if f > dep else dep) + dur
-                base[stream] = t
-                if t > ends:
-                    ends = t
-                moving += dur
+            t, moving, ends = _enqueue(
+                steps, cut, len(steps), t, moving, after, late, base, ends, backward_base
+            )
             if t > tails:
                 tails = t
         if len(chains) == len(rest):
@@ -638,6 +620,36 @@ class Kernel:
             start = tails
         t = start + update
         return t if t > end else end
+
+
+def _enqueue(
+    steps: list[_Lowered],
+    lo: int,
+    hi: int,
+    t: float,
+    moving: float,
+    after: float,
+    queue: dict[str, list[tuple[float, float, float, float]]],
+    base: dict[str, float],
+    ends: float,
+    backward: float | None,
+) -> tuple[float, float, float]:
+    """`Kernel.slot`'s walk of steps lo..hi-1 of one bucket's chain (its end so far `t`):
+    each step queued on its stream as (release, release following the backward alone,
+    seconds, tail) and timed on `base`; with `backward`, a step that waits for it starts
+    no earlier. The chain's end, the moving release and the iteration's end so far."""
+    for k in range(lo, hi):
+        stream, dur = steps[k][0], steps[k][1]
+        dep = t if backward is None or not steps[k][2] or t >= backward else backward
+        after -= dur
+        queue.setdefault(stream, []).append((dep, moving, dur, after))
+        f = base.get(stream, 0.0)
+        t = (f if f > dep else dep) + dur
+        base[stream] = t
+        if t > ends:
+            ends = t
+        moving += dur
+    return t, moving, ends
 
 
 def _span(spans: dict[int, list[float]], b: int, start: float, end: float) -> None:
