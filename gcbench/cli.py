@@ -195,8 +195,8 @@ def run(
         from gcbench.report import write_report
 
         with _errors(), _results_warnings():
-            index = write_report(summary.run_dir, reports / s.name)
-        typer.echo(f"report: {index}")
+            page = write_report(summary.run_dir, reports / s.name)
+        typer.echo(f"report: {page} (all runs: {page.parent.parent / 'index.html'})")
     if summary.failed:
         raise typer.Exit(1)
 
@@ -404,17 +404,67 @@ def report(
             help="Show every cell on disk, also those no longer in the suite's grid.",
         ),
     ] = False,
+    self_contained: Annotated[
+        bool,
+        typer.Option(
+            "--self-contained",
+            help="Inline plotly, the script and the rows into the run page: one file to "
+            "mail (its links to cell pages need the folder).",
+        ),
+    ] = False,
+    compare: Annotated[
+        Path | None,
+        typer.Option(
+            "--compare",
+            metavar="OTHER_RUN",
+            help="Compare with another run (the baseline): per-cell Δ% of iteration time, "
+            "throughput and wire bytes, written beside the run's page.",
+        ),
+    ] = None,
+    on: Annotated[
+        str | None,
+        typer.Option(
+            "--on",
+            metavar="KEY,...",
+            help="With --compare: match cells on these config columns (e.g. "
+            "model,strategy,machines) instead of by cell id.",
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
-    """Write the offline HTML report of a run: index.html plus plotly.min.js beside it.
+    """Write the offline HTML report of a run: reports/<suite>/<run-id>/index.html with
+    its figures, results table, downloads and cell pages; reports/<suite>/index.html
+    lists the suite's runs. Open them from file://, no server or network needed.
 
     Shows the cells of the suite as its latest `gcbench run` had it (--all-cells: every
     cell of the run folder). A cell file that cannot be read is left out, with a warning.
+    With --compare OTHER_RUN, also prints and writes the per-cell differences of this run
+    against OTHER_RUN: matched by cell id (the same config in two gcbench versions), or
+    with --on on the named columns (two settings).
     """
-    from gcbench.report import write_report
+    from gcbench.report.html import write_compare, write_report
 
+    if on is not None and compare is None:
+        _err("--on: only with --compare")
+        raise typer.Exit(2)
+    keys = [k.strip() for k in on.split(",") if k.strip()] if on is not None else None
     with _errors(), _results_warnings():
-        index = write_report(results_dir, out, all_cells=all_cells)
-    typer.echo(f"report: {index}")
+        page = write_report(results_dir, out, all_cells=all_cells, self_contained=self_contained)
+        if compare is not None:
+            target, pairs, summary = write_compare(results_dir, compare, keys, out)
+    if compare is None:
+        typer.echo(f"report: {page}")
+        return
+    if json_out:
+        rows = pairs.astype(object).where(pairs.notna(), None).to_dict("records")
+        typer.echo(_dumps({"summary": summary, "cells": rows}, indent=2, default=str))
+        return
+    from gcbench.report.compare import summary_lines
+
+    typer.echo(f"report: {page}")
+    for line in summary_lines(pairs, summary):
+        typer.echo(line)
+    typer.echo(f"comparison: {target}")
 
 
 @contextlib.contextmanager

@@ -48,8 +48,10 @@ def file_mode() -> int:
     return 0o666 & ~umask()
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file, or all of the new one."""
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write `data` to `path` so that readers see the old file, or all of the new one.
+    `durable=False` skips the fsync, for files that can be written again from others
+    (report pages): the rename stays atomic, a power cut may lose the new contents."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
@@ -58,7 +60,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.fchmod(f.fileno(), file_mode())  # mkstemp makes 0600 whatever the umask
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

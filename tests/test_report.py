@@ -45,8 +45,31 @@ def fake_run(tmp_path, n_ok=5, n_failed=1):
     return store
 
 
-def bars(fig) -> list[str]:
-    return [x for t in fig.data if t.name == "compute" for x in t.x]
+def trace_views(fig) -> list[int]:
+    """The view (dropdown entry) each trace belongs to; 0 for all without a dropdown."""
+    if not fig.layout.updatemenus:
+        return [0] * len(fig.data)
+    buttons = fig.layout.updatemenus[0].buttons
+    views = [-1] * len(fig.data)
+    for v, b in enumerate(buttons):
+        for i, shown in enumerate(b.args[0]["visible"]):
+            if shown:
+                assert views[i] == -1, "a trace in two views"
+                views[i] = v
+    assert -1 not in views
+    return views
+
+
+def bars(fig, name: str = "compute") -> list[tuple[int, str]]:
+    """(view, label) of every bar of the `name` traces."""
+    views = trace_views(fig)
+    return [(views[i], x) for i, t in enumerate(fig.data) if t.name == name for x in t.x]
+
+
+def table_columns(df) -> list[str]:
+    from gcbench.report.html import table_cells, table_data
+
+    return table_data(table_cells(df), set())["columns"]
 
 
 def test_one_bar_per_ok_cell(tmp_path):
@@ -54,11 +77,18 @@ def test_one_bar_per_ok_cell(tmp_path):
     df = load_results(store.path)
     fig = breakdown_figure(df)
     parts = ["compute", "exposed compression", "exposed communication"]
-    assert [t.name for t in fig.data] == parts  # one panel: tiny-mlp
-    for trace in fig.data:
-        assert len(trace.x) == 5 and len(set(trace.x)) == 5
-    first = per_cell(df).iloc[0]
-    assert sum(t.y[0] for t in fig.data) == pytest.approx(first["iteration_s"] * 1e3)
+    bubbles = "bubbles (idle gaps on the busiest link)"
+    # one panel (tiny-mlp), a view per cluster size (the dropdown): 5 ok cells
+    assert [t.name for t in fig.data] == [*parts, bubbles] * 5
+    assert len(fig.layout.updatemenus[0].buttons) == 5
+    drawn = bars(fig)
+    assert len(drawn) == len(set(drawn)) == 5
+    cells = per_cell(df)
+    for v in range(5):
+        mine = [t for t, view in zip(fig.data, trace_views(fig), strict=True) if view == v]
+        total = sum(t.y[0] for t in mine if t.name in parts)
+        assert total == pytest.approx(cells.iloc[v]["iteration_s"] * 1e3)
+        assert mine[-1].y[0] == pytest.approx(cells.iloc[v]["bubbles_s"] * 1e3)
     assert "mean of its 2 repetitions" in fig.layout.title.text  # a bar is an aggregate
 
 
@@ -66,22 +96,34 @@ def test_one_panel_per_model_and_still_one_bar_per_cell(tmp_path):
     df = load_results(fake_run(tmp_path).path)
     df.loc[df["machines"] > 3, "model"] = "resnet50"
     fig = breakdown_figure(df)
-    assert [t.name for t in fig.data] == [
-        "compute",
-        "exposed compression",
-        "exposed communication",
-    ] * 2
+    assert {t.yaxis for t in fig.data} == {"y", "y2"}  # two panels
     for name in ("compute", "exposed communication"):
-        xs = [x for t in fig.data if t.name == name for x in t.x]
-        assert len(xs) == len(set(xs)) == 5
+        drawn = bars(fig, name)
+        assert len(drawn) == len(set(drawn)) == 5
+
+
+def test_a_panel_of_many_cells_shows_labelled_means():
+    """Over MAX_BARS cells in one panel and view: one bar per strategy and compressor,
+    its height the mean of its cells', its label saying so."""
+    from gcbench.report.figures import MAX_BARS
+
+    base = cell_rows(cell(2), repetitions=1)[0]
+    n = MAX_BARS + 5
+    rows = [{**base, "cell_id": f"{i:064x}", "seed": i, "iteration_s": 1.0,
+             "compute_s": 0.001 * i} for i in range(n)]  # fmt: skip
+    df = pd.DataFrame(rows)
+    fig = breakdown_figure(df)
+    (label,) = [x for _, x in bars(fig)]
+    assert label == f"fp32 · none (mean of {n} cells)"
+    compute = next(t for t in fig.data if t.name == "compute")
+    assert compute.y[0] == pytest.approx(sum(0.001 * i for i in range(n)) / n * 1e3)
+    assert "aggregates" in fig.layout.title.text
 
 
 def test_cells_that_differ_only_in_unlabelled_columns_get_bars_of_their_own():
     """Two batch sizes x two intra links of tiny-cnn on 2x4 GPUs at 10 Gbps are four
     bars, each its own cell's height (at 81933ad: one "fp32 · 2×4 · 10 Gbps" bar, the
     four cells stacked), and the table has columns for the batch size and the link."""
-    from gcbench.report.html import _table
-
     rows = []
     for batch in (16, 32):
         for intra in ("nvlink", "pcie"):
@@ -97,15 +139,15 @@ def test_cells_that_differ_only_in_unlabelled_columns_get_bars_of_their_own():
             rows += cell_rows(c, repetitions=1)
     df = pd.DataFrame(rows)
     fig = breakdown_figure(df)
-    xs = bars(fig)
+    xs = [x for _, x in bars(fig)]
     assert len(xs) == len(set(xs)) == 4
     assert fig.layout.xaxis.type == "category"  # never merged, whatever the labels read
     for x in xs:
         assert re.search(r"batch (16|32)", x) and re.search(r"nvlink|pcie", x), x
-    heights = sorted(sum(t.y[i] for t in fig.data) for i in range(4))
+    parts = [t for t in fig.data if t.type == "bar"]
+    heights = sorted(sum(t.y[i] for t in parts) for i in range(4))
     assert heights == pytest.approx(sorted(df["iteration_s"] * 1e3))
-    table = _table(df)
-    assert "<th>batch_size</th>" in table and "<th>intra</th>" in table
+    assert {"batch_size", "intra"} <= set(table_columns(df))
 
 
 @pytest.mark.parametrize(
@@ -120,33 +162,47 @@ def test_cells_that_differ_only_in_unlabelled_columns_get_bars_of_their_own():
     ],
 )
 def test_every_config_column_that_varies_is_in_the_labels_and_the_table(column, values):
-    from gcbench.report.html import _table
-
     base = cell_rows(cell(2), repetitions=1)[0]
     df = pd.DataFrame([{**base, column: v, "cell_id": f"{i:064x}"} for i, v in enumerate(values)])
     xs = bars(breakdown_figure(df))
     assert len(set(xs)) == 2, xs
-    assert f"<th>{column}</th>" in _table(df)
+    assert column in table_columns(df)
 
 
 def test_cells_the_columns_cannot_tell_apart_get_their_ids():
     """Two versions of one profile file: same columns, different cells."""
     base = cell_rows(cell(2), repetitions=1)[0]
     df = pd.DataFrame([{**base, "cell_id": c * 64} for c in "ab"])
-    xs = bars(breakdown_figure(df))
+    xs = [x for _, x in bars(breakdown_figure(df))]
     assert len(set(xs)) == 2 and all("#" in x for x in xs), xs
+
+
+def table_rows(page: Path) -> list[list]:
+    """The rows of a run page's results table (results.js beside the page)."""
+    text = (page.parent / "results.js").read_text()
+    prefix = "window.GC_RESULTS = "
+    assert text.startswith(prefix) and text.endswith(";\n")
+    return json.loads(text[len(prefix) : -2])["rows"]
 
 
 def test_page_is_offline(tmp_path):
     store = fake_run(tmp_path)
     index = write_report(store.path.parent, tmp_path / "out")
+    assert index == tmp_path / "out" / store.run_id / "index.html"
     page = index.read_text()
     assert (tmp_path / "out" / "plotly.min.js").stat().st_size > 1_000_000
-    assert '<script src="plotly.min.js"></script>' in page
-    assert not re.search(r"https?://", page), re.findall(r"https?://\S{0,40}", page)
-    assert "1 cell(s) failed" in page and "boom" in page
-    assert page.count("<tr") == 1 + 6  # header + 5 ok cells + 1 failed
+    assert '<script src="../plotly.min.js"></script>' in page
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file() and path.name != "plotly.min.js":
+            text = path.read_text(errors="replace")
+            assert not re.search(r"https?://", text), (path, re.findall(r"https?://\S{0,40}", text))
+    assert "1 cell(s) failed" in page
+    rows = table_rows(index)
+    assert len(rows) == 6  # 5 ok cells + 1 failed
+    assert any("boom" in map(str, r) for r in rows)
     assert "None" not in page
+    suite_page = (tmp_path / "out" / "index.html").read_text()
+    assert f'<a href="{store.run_id}/index.html">{store.run_id}</a>' in suite_page
     assert "Every cell: strategy=fp32 · compressor=none · gpus_per_machine=4" in page
     assert "seq_len=default" in page and "device=v100" in page
 
@@ -171,11 +227,12 @@ def test_the_suites_description_reaches_the_report(tmp_path):
 def test_an_unchanged_report_is_not_rewritten(tmp_path):
     store = fake_run(tmp_path)
     index = write_report(store.path, tmp_path / "out")
-    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "out").rglob("*")}
+    assert len(stamps) > 6  # assets, the suite page, the run page, its data and downloads
     page = index.read_bytes()
     write_report(store.path, tmp_path / "out")
     assert index.read_bytes() == page  # the same results give the same page
-    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == stamps
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "out").rglob("*")} == stamps
 
 
 def test_the_report_shows_the_current_grid_unless_asked_for_all_cells(tmp_path):
@@ -184,15 +241,17 @@ def test_the_report_shows_the_current_grid_unless_asked_for_all_cells(tmp_path):
     store = fake_run(tmp_path, 6, 0)
     manifest = store.read_manifest()
     store.write_manifest({**manifest, "grid": manifest["grid"][:4]})
-    page = write_report(store.path, tmp_path / "out").read_text()
-    assert page.count("<tr") == 1 + 4 and "4 of the 4 cells of the suite&#x27;s grid" in page
-    page = write_report(store.path, tmp_path / "all", all_cells=True).read_text()
-    assert page.count("<tr") == 1 + 6 and "2 of them no longer in the suite&#x27;s grid" in page
+    index = write_report(store.path, tmp_path / "out")
+    page = index.read_text()
+    assert len(table_rows(index)) == 4 and "4 of the 4 cells of the suite&#x27;s grid" in page
+    index = write_report(store.path, tmp_path / "all", all_cells=True)
+    page = index.read_text()
+    assert len(table_rows(index)) == 6 and "2 of them no longer in the suite&#x27;s grid" in page
     r = CliRunner().invoke(
         app, ["report", str(store.path), "--out", str(tmp_path / "cli"), "--all-cells"]
     )
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "cli/index.html").read_text().count("<tr") == 1 + 6
+    assert len(table_rows(tmp_path / "cli" / store.run_id / "index.html")) == 6
 
 
 def test_unreadable_cells_are_left_out_and_said(tmp_path):
@@ -233,7 +292,7 @@ def test_the_default_report_folder_comes_from_a_checked_suite_name(tmp_path, mon
 def test_default_report_folder(tmp_path, monkeypatch):
     store = fake_run(tmp_path)
     monkeypatch.chdir(tmp_path)
-    assert write_report(store.path) == Path("reports/demo/index.html")
+    assert write_report(store.path) == Path(f"reports/demo/{store.run_id}/index.html")
     assert (tmp_path / "reports/demo/index.html").is_file()
 
 

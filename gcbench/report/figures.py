@@ -9,6 +9,7 @@ stacks them into one bar.
 
 from __future__ import annotations
 
+import html
 import math
 from pathlib import PurePath
 from typing import Any
@@ -23,6 +24,18 @@ PARTS = (
     ("compute_s", "compute", "#4C78A8"),
     ("compress_exposed_s", "exposed compression", "#F58518"),
     ("comm_exposed_s", "exposed communication", "#E45756"),
+)
+
+# Metrics averaged over a cell's repetitions (the rest are the same in every one).
+MEANS = (
+    "iteration_s",
+    "throughput",
+    "scaling_factor",
+    "compute_s",
+    "compress_exposed_s",
+    "comm_exposed_s",
+    "bubbles_s",
+    "wire_bytes",
 )
 
 # Config columns that follow from others (gpus = machines x gpus_per_machine; the
@@ -84,8 +97,9 @@ def _missing(value: Any) -> bool:
 
 
 def _same(value: Any) -> Any:
-    """A value as compared when finding the columns that vary (every missing one alike)."""
-    return None if _missing(value) else value
+    """A value as compared when finding the columns that vary (every missing one alike,
+    and an empty string too: a planner's "no constraints" is the others' none)."""
+    return None if _missing(value) or value == "" else value
 
 
 def varying(cells: pd.DataFrame) -> list[str]:
@@ -165,7 +179,8 @@ def per_cell(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*df.columns, "label"])
     keys = ["cell_id"]
     firsts = ok.groupby(keys, sort=False).first()
-    means = ok.groupby(keys, sort=False)[[p for p, _, _ in PARTS] + ["iteration_s"]].mean()
+    numeric = [c for c in MEANS if c in ok.columns]
+    means = ok.groupby(keys, sort=False)[numeric].mean()
     out = firsts.drop(columns=means.columns).join(means).reset_index()
     order = ["model", *(c for c in varying(out) if c != "model"), "cell_id"]
     out = out.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
@@ -184,50 +199,610 @@ def panel_title(panel: pd.DataFrame, across: list[str]) -> str:
     return " · ".join([str(first["model"]), *_parts(first, shared)])
 
 
+def esc(text: Any) -> str:
+    """Text for a plotly label, title or hover: plotly renders a subset of HTML in
+    them, so user-controlled strings (suite names, labels, model names from profile
+    files) are escaped and show as the characters they are."""
+    return html.escape(str(text), quote=False)
+
+
+# Above this many cells in one panel (one model, one view), a figure draws one mark per
+# strategy and compressor: the mean over the panel's cells, labelled an aggregate (a
+# hundred bars are about as many as a page's width can label).
+MAX_BARS = 100
+
+
+def _view_text(row: pd.Series, cols: list[str]) -> str:
+    return " · ".join(_parts(row, cols))
+
+
+def views(cells: pd.DataFrame, cols: list[str]) -> list[tuple[str, pd.Series]]:
+    """The report's controls: one view per combination of the columns in `cols` that
+    vary (say, cluster size and bandwidth), as (title, mask over `cells`); a single
+    view of everything when none varies."""
+    moving = [c for c in cols if c in varying(cells)]
+    if cells.empty or not moving:
+        return [("", pd.Series(True, index=cells.index))]
+    keys = cells[moving].astype(object).where(cells[moving].notna(), None)
+    out = []
+    for _, first in cells.drop_duplicates(moving).sort_values(moving).iterrows():
+        mask = (keys == first[moving].astype(object).where(first[moving].notna(), None)).all(axis=1)
+        out.append((_view_text(first, moving), mask))
+    return out
+
+
+def _dropdown(fig: go.Figure, titles: list[str], per_view: list[int], label: str) -> None:
+    """A dropdown that shows one view's traces (traces are laid out view after view,
+    `per_view[i]` of them for view i); the title says what it picks (`label`)."""
+    if len(titles) < 2:
+        return
+    total = sum(per_view)
+    fig.update_layout(title_text=f"{fig.layout.title.text} · menu: {label}")
+    buttons = []
+    first = 0
+    for title, n in zip(titles, per_view, strict=True):
+        visible = [first <= i < first + n for i in range(total)]
+        buttons.append({"label": esc(title), "method": "restyle", "args": [{"visible": visible}]})
+        first += n
+    fig.update_layout(
+        updatemenus=[
+            {
+                "buttons": buttons,
+                "direction": "down",
+                "x": 0,
+                "xanchor": "left",
+                "y": 1.0,
+                "yanchor": "bottom",
+                "pad": {"b": 10},
+                "showactive": True,
+            }
+        ],
+    )
+
+
+def aggregate(panel: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """A panel's cells as one row per strategy and compressor: the mean of `columns`,
+    `label` naming the group and `cells` counting it."""
+    groups = panel.groupby(["strategy", "compressor"], sort=True, dropna=False)
+    out = groups[columns].mean()
+    out["cells"] = groups.size()
+    out = out.reset_index()
+    out["label"] = [
+        f"{s} · {c}" + (f" (mean of {n} cells)" if n > 1 else "")
+        for s, c, n in zip(out["strategy"], out["compressor"], out["cells"], strict=True)
+    ]
+    out["cell_id"] = ""
+    return out
+
+
 def breakdown_figure(df: pd.DataFrame) -> go.Figure:
     """One stacked bar per cell: compute + exposed compression + exposed communication
-    (their sum is the iteration time, by the sweep rule). One panel per model, each with
-    its own y-axis, so small models stay readable beside large ones."""
+    (their sum is the iteration time, by the sweep rule), the busiest link's bubbles as a
+    marker beside it. One panel per model, each with its own y-axis, so small models stay
+    readable beside large ones; a dropdown picks the cluster size and bandwidth when
+    they vary. A panel of more than `MAX_BARS` cells shows per-strategy means, labelled
+    so."""
     from plotly.subplots import make_subplots
 
     cells = per_cell(df)
     models = list(dict.fromkeys(cells["model"])) if not cells.empty else []
-    across = varying(cells) if not cells.empty else []
-    titles = [panel_title(cells[cells["model"] == m], across) for m in models]
+    control = ["gpus", "machines", "gpus_per_machine", "inter_gbps"]
+    shown = views(cells, control) if not cells.empty else [("", pd.Series(dtype=bool))]
+    across = [c for c in varying(cells) if c not in control] if not cells.empty else []
+    titles = [esc(panel_title(cells[cells["model"] == m], across)) for m in models]
     fig = make_subplots(
         rows=max(1, len(models)),
         cols=1,
         subplot_titles=titles or None,
         vertical_spacing=0.5 / max(1, len(models)),
     )
-    for row, model in enumerate(models, start=1):
-        mine = cells[cells["model"] == model]
-        for column, name, colour in PARTS:
-            fig.add_bar(
-                x=list(mine["label"]),
-                y=mine[column] * 1e3,
-                name=name,
-                marker_color=colour,
-                legendgroup=name,
-                showlegend=row == 1,
-                row=row,
-                col=1,
-                customdata=[cid[:12] for cid in mine["cell_id"]],
-                hovertemplate="%{x}<br>"
-                + name
-                + ": %{y:.3f} ms<br>cell %{customdata}<extra></extra>",
-            )
-        fig.update_yaxes(title_text="ms / iteration", row=row, col=1)
+    per_view = []
+    aggregated = False
+    for v, (_, mask) in enumerate(shown):
+        n = 0
+        for row, model in enumerate(models, start=1):
+            mine = cells[mask & (cells["model"] == model)]
+            if mine.empty:
+                continue
+            if len(mine) > MAX_BARS:
+                mine = aggregate(mine, [*(p for p, _, _ in PARTS), "bubbles_s"])
+                aggregated = True
+            else:  # named by what varies in this panel and view only
+                mine = mine.assign(label=_labels(mine))
+            labels = [esc(x) for x in mine["label"]]
+            ids = [cid[:12] for cid in mine["cell_id"]]
+            for column, name, colour in PARTS:
+                fig.add_bar(
+                    x=labels,
+                    y=(mine[column] * 1e3).tolist(),
+                    name=name,
+                    marker_color=colour,
+                    legendgroup=name,
+                    showlegend=row == 1 and v == 0,
+                    visible=v == 0,
+                    row=row,
+                    col=1,
+                    customdata=ids,
+                    hovertemplate="%{x}<br>"
+                    + name
+                    + ": %{y:.3f} ms<br>cell %{customdata}<extra></extra>",
+                )
+                n += 1
+            if "bubbles_s" in mine.columns:
+                fig.add_scatter(
+                    x=labels,
+                    y=(mine["bubbles_s"].fillna(0) * 1e3).tolist(),
+                    name="bubbles (idle gaps on the busiest link)",
+                    mode="markers",
+                    marker={"symbol": "diamond", "color": "#54A24B", "size": 9},
+                    legendgroup="bubbles",
+                    showlegend=row == 1 and v == 0,
+                    visible=v == 0,
+                    row=row,
+                    col=1,
+                    hovertemplate="%{x}<br>bubbles: %{y:.3f} ms<extra></extra>",
+                )
+                n += 1
+            fig.update_yaxes(title_text="ms / iteration", row=row, col=1)
+        per_view.append(n)
     fig.update_xaxes(tickangle=-35, type="category")
     reps = int(df["repetition"].nunique()) if "repetition" in df.columns and len(df) else 1
+    title = "Iteration time breakdown per cell" + (
+        f" (each bar the mean of its {reps} repetitions)" if reps > 1 else ""
+    )
+    if aggregated:
+        title += f"; panels of over {MAX_BARS} cells show means per strategy (aggregates)"
     fig.update_layout(
         barmode="stack",
-        title="Iteration time breakdown per cell"
-        + (f" (each bar the mean of its {reps} repetitions)" if reps > 1 else ""),
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
-        height=max(1, len(models)) * 520 + 120,
-        margin={"b": 40},
+        title=title,
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        height=max(1, len(models)) * 520 + 160,
+        margin={"b": 40, "t": 140},
     )
+    _dropdown(fig, [t for t, _ in shown], per_view, "cluster and bandwidth")
+    return fig
+
+
+SHAPE = ("machines", "gpus_per_machine", "gpus")
+
+
+def _lines(panel: pd.DataFrame, x: str, skip: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+    """A panel's cells as lines over `x`: cells that agree on every varying column but
+    `x` and `skip` form one line, named by the strategy and those columns; above
+    `MAX_LINES` lines, one line per strategy and compressor of means (named so)."""
+    cols = [c for c in varying(panel) if c not in (*skip, *COMPANIONS, x, "model")]
+    if "strategy" not in cols:
+        cols = ["strategy", *cols]
+
+    def keyed(cols: list[str]) -> pd.DataFrame:
+        return panel.assign(_key=[cell_label(r, cols) for _, r in panel.iterrows()])
+
+    lines = keyed(cols)
+    crowded = set(lines.loc[lines.duplicated(["_key", x]), "_key"])
+    if crowded:  # lines with two cells at one point: name their cells apart
+        more = [*cols, *(c for c in varying(panel) if c in COMPANIONS)]
+        again = keyed(more)["_key"]
+        lines["_key"] = lines["_key"].where(~lines["_key"].isin(crowded), again)
+    if lines["_key"].nunique() <= MAX_LINES:
+        return [(k, g.sort_values(x)) for k, g in lines.groupby("_key", sort=True)]
+    by = ["strategy", "compressor"]
+    if len(panel.drop_duplicates(by)) > MAX_LINES:
+        by = ["strategy"]
+    out = []
+    for key, g in panel.groupby(by, sort=True, dropna=False):
+        means = g.groupby(x, sort=True).mean(numeric_only=True).reset_index()
+        most = int(g.groupby(x).size().max())
+        name = " · ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        out.append((name + (f" (mean of up to {most} cells a point)" if most > 1 else ""), means))
+    return out
+
+
+MAX_LINES = 40
+# Columns that usually move with the cluster's size (a parameter server per machine):
+# left out of a line's name unless two cells would otherwise share a point.
+COMPANIONS = ("cpu_servers", "server_gbps")
+
+
+def scaling_figure(df: pd.DataFrame) -> go.Figure:
+    """Throughput and scaling factor against the number of GPUs, one line per strategy
+    (and whatever else varies), linear scaling drawn dashed; one row per model, a
+    dropdown for the bandwidth when it varies. Cells on one machine count too."""
+    from plotly.subplots import make_subplots
+
+    cells = per_cell(df)
+    models = list(dict.fromkeys(cells["model"])) if not cells.empty else []
+    shown = views(cells, ["inter_gbps"]) if not cells.empty else [("", pd.Series(dtype=bool))]
+    titles = [t for m in models for t in (f"{esc(m)}: throughput", f"{esc(m)}: scaling factor")]
+    fig = make_subplots(
+        rows=max(1, len(models)),
+        cols=2,
+        subplot_titles=titles or None,
+        vertical_spacing=0.4 / max(1, len(models)),
+    )
+    per_view = []
+    legend: set[tuple[int, str]] = set()  # one legend entry a line name and view
+    colour = Colours()
+    for v, (_, mask) in enumerate(shown):
+        n = 0
+        for row, model in enumerate(models, start=1):
+            mine = cells[mask & (cells["model"] == model)]
+            if mine.empty:
+                continue
+            lines = _lines(mine, "gpus", ("machines",))
+            for name, line in lines:
+                for col, metric in ((1, "throughput"), (2, "scaling_factor")):
+                    fig.add_scatter(
+                        x=line["gpus"].tolist(),
+                        y=line[metric].tolist(),
+                        name=esc(name),
+                        mode="lines+markers",
+                        line={"color": colour(name)},
+                        legendgroup=name,
+                        showlegend=col == 1 and (v, name) not in legend,
+                        visible=v == 0,
+                        row=row,
+                        col=col,
+                        hovertemplate="%{x} GPUs: %{y:.4g}<extra>" + esc(name) + "</extra>",
+                    )
+                    n += 1
+                legend.add((v, name))
+            gpus = sorted(set(mine["gpus"]))
+            single = (mine["throughput"] / (mine["gpus"] * mine["scaling_factor"])).dropna()
+            for base in sorted({round(b, 9) for b in single})[:3]:
+                fig.add_scatter(
+                    x=gpus,
+                    y=[base * g for g in gpus],
+                    name="linear scaling",
+                    mode="lines",
+                    line={"dash": "dash", "color": "#888"},
+                    showlegend=False,
+                    visible=v == 0,
+                    row=row,
+                    col=1,
+                    hovertemplate="linear: %{y:.4g}<extra></extra>",
+                )
+                n += 1
+            fig.add_scatter(
+                x=gpus,
+                y=[1.0] * len(gpus),
+                name="linear scaling",
+                mode="lines",
+                line={"dash": "dash", "color": "#888"},
+                showlegend=False,
+                visible=v == 0,
+                row=row,
+                col=2,
+                hoverinfo="skip",
+            )
+            n += 1
+            unit = str(mine["sample_unit"].iloc[0]) if "sample_unit" in mine else "samples"
+            fig.update_yaxes(title_text=f"{esc(unit)} / s", row=row, col=1)
+            fig.update_yaxes(title_text="scaling factor", range=[0, 1.05], row=row, col=2)
+            ticks = {"tickvals": gpus, "ticktext": [str(g) for g in gpus]}
+            fig.update_xaxes(title_text="GPUs", type="log", row=row, **ticks)
+        per_view.append(n)
+    fig.update_layout(
+        title="Scaling: throughput and scaling factor against GPUs (dashed: linear scaling)",
+        height=max(1, len(models)) * 420 + 160,
+        margin={"t": 140},
+    )
+    _dropdown(fig, [t for t, _ in shown], per_view, "bandwidth")
+    return fig
+
+
+class Colours:
+    """Line colours by name, given out in first-seen order, so a line keeps its colour
+    across a figure's panels and views and no two of its first 60 lines share one."""
+
+    def __init__(self) -> None:
+        self.given: dict[str, str] = {}
+
+    def __call__(self, name: str) -> str:
+        return self.given.setdefault(name, PALETTE[len(self.given) % len(PALETTE)])
+
+
+COLOURS = (
+    "#4C78A8", "#F58518", "#E45756", "#72B7B2", "#54A24B", "#EECA3B", "#B279A2",
+    "#FF9DA6", "#9D755D", "#BAB0AC", "#1F77B4", "#2CA02C", "#D62728", "#9467BD",
+    "#8C564B", "#E377C2", "#7F7F7F", "#BCBD22", "#17BECF", "#393B79",
+)  # fmt: skip
+
+
+def bandwidth_figure(df: pd.DataFrame) -> go.Figure:
+    """Throughput against the inter-machine bandwidth (log axis), one line per strategy
+    (and whatever else varies); one panel per model, a dropdown for the cluster. Cells on
+    one machine, which no inter-machine link slows, are left out."""
+    cells = per_cell(df)
+    if not cells.empty:
+        cells = cells[cells["machines"] > 1].reset_index(drop=True)
+    from plotly.subplots import make_subplots
+
+    models = list(dict.fromkeys(cells["model"])) if not cells.empty else []
+    shown = views(cells, list(SHAPE)) if not cells.empty else [("", pd.Series(dtype=bool))]
+    fig = make_subplots(
+        rows=max(1, len(models)),
+        cols=1,
+        subplot_titles=[esc(m) for m in models] or None,
+        vertical_spacing=0.4 / max(1, len(models)),
+    )
+    per_view = []
+    legend: set[tuple[int, str]] = set()
+    colour = Colours()
+    for v, (_, mask) in enumerate(shown):
+        n = 0
+        for row, model in enumerate(models, start=1):
+            mine = cells[mask & (cells["model"] == model)]
+            if mine.empty:
+                continue
+            for name, line in _lines(mine, "inter_gbps", SHAPE):
+                fig.add_scatter(
+                    x=line["inter_gbps"].tolist(),
+                    y=line["throughput"].tolist(),
+                    name=esc(name),
+                    mode="lines+markers",
+                    line={"color": colour(name)},
+                    legendgroup=name,
+                    showlegend=(v, name) not in legend,
+                    visible=v == 0,
+                    row=row,
+                    col=1,
+                    hovertemplate="%{x} Gbps: %{y:.4g}<extra>" + esc(name) + "</extra>",
+                )
+                n += 1
+                legend.add((v, name))
+            bws = sorted(set(mine["inter_gbps"]))
+            fig.update_xaxes(tickvals=bws, ticktext=[_number(b) for b in bws], row=row, col=1)
+            fig.update_xaxes(title_text="inter-machine Gbps", type="log", row=row, col=1)
+            unit = str(mine["sample_unit"].iloc[0]) if "sample_unit" in mine else "samples"
+            fig.update_yaxes(title_text=f"{esc(unit)} / s", row=row, col=1)
+        per_view.append(n)
+    fig.update_layout(
+        title="Bandwidth sweep: throughput against inter-machine bandwidth",
+        height=max(1, len(models)) * 420 + 160,
+        margin={"t": 140},
+    )
+    _dropdown(fig, [t for t, _ in shown], per_view, "cluster")
+    return fig
+
+
+PALETTE = (*COLOURS, "#E6550D", "#31A354", "#756BB1", "#636363", "#3182BD", "#FD8D3C",
+           "#74C476", "#9E9AC8", "#6BAED6", "#FDAE6B", "#A1D99B", "#BCBDDC", "#843C39",
+           "#8CA252", "#BD9E39", "#AD494A", "#A55194", "#637939", "#7B4173", "#5254A3")  # fmt: skip
+
+
+# Columns a strategy's cell shares with the fp32 cell it is compared with.
+_SPEEDUP_SKIP = ("strategy", "compressor", "compressor_kind", "compressor_params", "cpu_servers",
+                 "server_gbps", "summation_gbs", "constraints", "compressor_costs")  # fmt: skip
+
+
+def speedup_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Each compressor's best strategy against fp32 on the same workload and hardware:
+    rows with the compressor, the fp32 cell's config, `speedup` (fp32's iteration time ÷
+    the best one's), the best `strategy` and how many cells it was the best of."""
+    cells = per_cell(df)
+    columns = ["compressor", "speedup", "best", "of", "fp32_cell_id", "model", "gpus"]
+    if cells.empty or "fp32" not in set(cells["strategy"]):
+        return pd.DataFrame(columns=columns)
+    keys = [c for c in CONFIG_COLUMNS if c in cells.columns and c not in _SPEEDUP_SKIP]
+    keys = [c for c in keys if c not in DERIVED or c == "gpus"]
+    fp32 = cells[cells["strategy"] == "fp32"]
+    bound = cells["strategy"] == "upper-bound"  # no strategy one can run
+    others = cells[(cells["strategy"] != "fp32") & (cells["compressor_kind"] != "none") & ~bound]
+    if others.empty:
+        return pd.DataFrame(columns=columns)
+    key = [tuple(r) for r in fp32[keys].astype(str).to_numpy()]
+    base = dict(zip(key, zip(fp32["iteration_s"], fp32["cell_id"], strict=True), strict=True))
+    rows = []
+    okey = [tuple(r) for r in others[keys].astype(str).to_numpy()]
+    o = others.assign(_key=okey)
+    for (comp, k), g in o.groupby(["compressor", "_key"], sort=True):
+        if k not in base:
+            continue
+        best = g.loc[g["iteration_s"].idxmin()]
+        t, cid = base[k]
+        rows.append({"compressor": comp, "speedup": t / best["iteration_s"],
+                     "best": best["strategy"], "of": len(g), "fp32_cell_id": cid,
+                     **dict(zip(keys, g.iloc[0][keys], strict=True))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def speedup_figure(df: pd.DataFrame) -> go.Figure:
+    """Speed-up over fp32, model × GPUs, one panel per compressor: each square is the
+    best strategy with that compressor on one fp32 cell's workload and hardware (fp32's
+    iteration time ÷ its), the strategy named in the square; a dropdown for what else
+    varies (bandwidth, cluster shape)."""
+    from plotly.subplots import make_subplots
+
+    table = speedup_table(df)
+    comps = sorted(set(table["compressor"])) if not table.empty else []
+    ncols = min(3, max(1, len(comps)))
+    nrows = max(1, math.ceil(len(comps) / ncols))
+    fig = make_subplots(
+        rows=nrows, cols=ncols, subplot_titles=[esc(c) for c in comps] or None,
+        shared_yaxes=True, horizontal_spacing=0.04, vertical_spacing=0.3 / nrows,
+    )  # fmt: skip
+    rest = [c for c in varying(table) if c not in ("model", "gpus", "compressor", "machines")]
+    rest = [c for c in rest if c in CONFIG_COLUMNS and c not in DERIVED]
+    # A column that follows from the model (its batch size, its sequence length) is no
+    # setting to choose: the rows name the models.
+    rest = [c for c in rest if table.groupby("model")[c].nunique(dropna=False).max() > 1]
+    shown = views(table, rest) if not table.empty else [("", pd.Series(dtype=bool))]
+    per_view = []
+    top = float(table["speedup"].max()) if not table.empty else 2.0
+    models = list(dict.fromkeys(table["model"])) if not table.empty else []
+    gpus = sorted(set(table["gpus"])) if not table.empty else []
+    for v, (_, mask) in enumerate(shown):
+        n = 0
+        for k, comp in enumerate(comps):
+            mine = table[mask & (table["compressor"] == comp)]
+            z: list[list[float | None]] = [[None] * len(gpus) for _ in models]
+            best = [[""] * len(gpus) for _ in models]
+            for r in mine.to_dict("records"):
+                i, j = models.index(r["model"]), gpus.index(r["gpus"])
+                z[i][j] = r["speedup"]
+                best[i][j] = f"{esc(r['best'])} (best of {r['of']})"
+            fig.add_heatmap(
+                z=z,
+                x=[str(g) for g in gpus],
+                y=[esc(m) for m in models],
+                customdata=best,
+                texttemplate="%{z:.2f}×",
+                zmin=0,
+                zmax=max(2.0, top),
+                zmid=1.0,
+                colorscale="RdBu",
+                showscale=k == 0,
+                colorbar={"title": {"text": "speed-up"}},
+                visible=v == 0,
+                row=k // ncols + 1,
+                col=k % ncols + 1,
+                hovertemplate="%{y}, %{x} GPUs: %{z:.3f}× with %{customdata}<extra></extra>",
+            )
+            n += 1
+        per_view.append(n)
+    fig.update_xaxes(title_text="GPUs", type="category")
+    fig.update_layout(
+        title="Speed-up over fp32: the best strategy per compressor, upper bounds aside "
+        "(>1: faster than fp32)",
+        height=160 + nrows * (80 + 40 * max(1, len(models))),
+        margin={"t": 140},
+    )
+    _dropdown(fig, [t for t, _ in shown], per_view, "setting")
+    return fig
+
+
+# The two per-cell figures below are drawn for every cell of a run (the cell page), so
+# they are plain plotly figure dicts built without plotly's validation (a test checks
+# that `go.Figure` accepts them): validating 10,000 of them would take minutes.
+
+
+def plan_map_figure(plan: dict[str, Any]) -> dict[str, Any]:
+    """One planner cell's plan: each tensor at its position in gradient order (0 is the
+    first gradient the backward pass produces, nearest the output) and its size, coloured
+    by the option it is communicated with."""
+    tensors = plan.get("tensors") or []
+    data = []
+    options = list(dict.fromkeys(str(t.get("option")) for t in tensors))
+    for i, option in enumerate(options):
+        mine = [(k, t) for k, t in enumerate(tensors) if str(t.get("option")) == option]
+        data.append({
+            "type": "scatter",
+            "x": [k for k, _ in mine],
+            "y": [t.get("numel", 0) for _, t in mine],
+            "mode": "markers",
+            "name": esc(option),
+            "marker": {"color": COLOURS[i % len(COLOURS)], "size": 7},
+            "text": [esc(t.get("name", "")) for _, t in mine],
+            "hovertemplate": "%{text}<br>%{y:,} elements<extra>" + esc(option) + "</extra>",
+        })  # fmt: skip
+    predicted = 1e3 * float(plan.get("predicted_iteration_s") or 0)
+    title = f"Plan of {plan.get('strategy', '?')}: option per tensor (predicted {predicted:.3f} ms)"
+    layout = {
+        "title": {"text": esc(title)},
+        "xaxis": {"title": {"text": "tensor, in gradient order (0: nearest the output)"}},
+        "yaxis": {"title": {"text": "elements"}, "type": "log"},
+        "legend": {"title": {"text": "option"}},
+    }
+    return {"data": data, "layout": layout}
+
+
+KIND_COLOURS = {
+    "forward": "#4C78A8",
+    "backward": "#72B7B2",
+    "update": "#9D755D",
+    "compress": "#F58518",
+    "decompress": "#EECA3B",
+    "comm": "#E45756",
+    "copy": "#B279A2",
+}
+
+
+def timeline_figure(spans: list[dict[str, Any]], worker: int = 0) -> dict[str, Any]:
+    """A Gantt chart of one iteration of one worker (by default GPU 0): a row per stream,
+    a bar per span, coloured by what it does (compute, (de)compression, communication)."""
+    mine = [s for s in spans if s.get("worker", 0) == worker]
+    streams = list(dict.fromkeys(str(s["stream"]) for s in mine))
+    data = []
+    for kind in dict.fromkeys(str(s.get("kind", "")) for s in mine):
+        part = [s for s in mine if str(s.get("kind", "")) == kind]
+        data.append({
+            "type": "bar",
+            "orientation": "h",
+            "base": [round(s["start_s"] * 1e3, 6) for s in part],  # ms, to the ns
+            "x": [round(s["dur_s"] * 1e3, 6) for s in part],
+            "y": [esc(s["stream"]) for s in part],
+            "name": esc(kind),
+            "marker": {"color": KIND_COLOURS.get(kind, "#BAB0AC")},
+            "text": [esc(s.get("name", "")) for s in part],
+            "customdata": [s.get("bytes", 0) for s in part],
+            "hovertemplate": "%{text}<br>%{base:.3f} ms + %{x:.3f} ms<br>%{customdata:,} "
+            "bytes<extra>" + esc(kind) + "</extra>",
+            "textposition": "none",
+        })  # fmt: skip
+    layout = {
+        "title": {"text": f"One iteration of GPU {worker}, per stream"},
+        "barmode": "overlay",
+        "xaxis": {"title": {"text": "ms"}},
+        "yaxis": {"categoryorder": "array", "categoryarray": [esc(s) for s in streams][::-1]},
+        "height": 200 + 40 * max(1, len(streams)),
+    }
+    return {"data": data, "layout": layout}
+
+
+# Columns an emulated cell shares with its simulated twin.
+_TWIN_SKIP = ("mode", "clock", "compute_time")
+
+
+def agreement_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Each emulated cell beside the simulated cell of the same config (mode, clock and
+    compute time aside): both iteration times and wire bytes."""
+    cells = per_cell(df)
+    columns = ["cell_id", "sim_cell_id", "label", "iteration_s", "sim_iteration_s",
+               "wire_bytes", "sim_wire_bytes"]  # fmt: skip
+    if cells.empty or "mode" not in cells or not {"emulate", "simulate"} <= set(cells["mode"]):
+        return pd.DataFrame(columns=columns)
+    keys = [c for c in CONFIG_COLUMNS if c in cells.columns and c not in _TWIN_SKIP]
+    text = cells[keys].astype(str).agg("|".join, axis=1)
+    sim = cells[cells["mode"] == "simulate"]
+    twins = dict(zip(text[sim.index], sim.index, strict=True))
+    rows = []
+    for i, r in cells[cells["mode"] == "emulate"].iterrows():
+        j = twins.get(text[i])
+        if j is None:
+            continue
+        s = cells.loc[j]
+        rows.append([r["cell_id"], s["cell_id"], f"{r['model']} · {r['label']}",
+                     r["iteration_s"], s["iteration_s"], r.get("wire_bytes"),
+                     s.get("wire_bytes")])  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def agreement_figure(df: pd.DataFrame) -> go.Figure:
+    """Emulate against simulate where a run holds both for one config: iteration time
+    and wire bytes, emulated (y) against simulated (x), one point per pair, y = x drawn."""
+    from plotly.subplots import make_subplots
+
+    pairs = agreement_table(df)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["iteration (ms)", "wire bytes per GPU"])
+    for col, (y, x, scale) in enumerate(
+        (("iteration_s", "sim_iteration_s", 1e3), ("wire_bytes", "sim_wire_bytes", 1.0)), start=1
+    ):
+        xs = pairs[x].astype(float) * scale
+        ys = pairs[y].astype(float) * scale
+        fig.add_scatter(
+            x=xs.tolist(), y=ys.tolist(), mode="markers", name="cell pairs", showlegend=col == 1,
+            text=[esc(t) for t in pairs["label"]], row=1, col=col,
+            hovertemplate="%{text}<br>simulated %{x:.6g}<br>emulated %{y:.6g}<extra></extra>",
+        )  # fmt: skip
+        lo = float(min(xs.min(), ys.min())) if len(pairs) else 0.0
+        hi = float(max(xs.max(), ys.max())) if len(pairs) else 1.0
+        fig.add_scatter(
+            x=[lo, hi], y=[lo, hi], mode="lines", name="y = x", showlegend=col == 1,
+            line={"dash": "dash", "color": "#888"}, row=1, col=col, hoverinfo="skip",
+        )  # fmt: skip
+        fig.update_xaxes(title_text="simulated", row=1, col=col)
+        fig.update_yaxes(title_text="emulated", row=1, col=col)
+    fig.update_layout(title=f"Emulate against simulate, the same config ({len(pairs)} pairs)")
     return fig
 
 
@@ -279,7 +854,7 @@ def gap_figure(df: pd.DataFrame) -> go.Figure:
                 y=[(i + 1) / n for i in range(n)],
                 mode="lines",
                 line_shape="hv",
-                name=f"{strategy} ({n} cells)",
+                name=esc(f"{strategy} ({n} cells)"),
             )
         )
     fig.update_layout(

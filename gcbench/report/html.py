@@ -1,30 +1,51 @@
-"""Write an offline HTML report: plotly's JavaScript once beside the pages (never a CDN),
-one page per results folder, openable from file:// with no network.
+"""Write an offline HTML report, openable from file:// with no network and no server:
 
-The page shows the cells of the run's current grid (`all_cells=True`: every cell on
+    reports/<suite>/index.html                 the suite: description, its runs, links
+    reports/<suite>/plotly.min.js, report.js, report.css     written once, never a CDN
+    reports/<suite>/<run-id>/index.html        one run: figures, results table, info
+    reports/<suite>/<run-id>/results.js        the table's rows (a script: file:// pages
+                                               may not fetch), results.csv, .parquet
+    reports/<suite>/<run-id>/cell.html         cell.html#<cell-id>: plan map, timeline
+    reports/<suite>/<run-id>/cells/<id>.js     that cell's data; <id>.trace.json its
+                                               Chrome trace
+
+A run page shows the cells of the run's current grid (`all_cells=True`: every cell on
 disk), says what every cell shares, and its table has a column for every config column
-that varies. It is a pure function of the results, so a report of unchanged results is
-not rewritten.
+that varies. Every page is a pure function of the results, so a report of unchanged
+results rewrites nothing. `self_contained=True` inlines plotly, the stylesheet, the
+script and the rows into the run page, one file to mail (its cell links need the
+folder). Every user-controlled string (suite name, description, labels, model names) is
+escaped: in HTML by `html.escape`, in plotly text by `figures.esc`, in scripts as JSON
+with `<`, `>` and `&` as \\u escapes, in the table by `textContent`.
 """
 
 from __future__ import annotations
 
+import gzip
 import html
+import io
+import json
+import math
+import platform
 import warnings
+from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from gcbench.files import atomic_write, check_writable
+from gcbench.report import figures as F
 from gcbench.report.figures import (
     DERIVED,
     ORDER,
-    breakdown_figure,
     per_cell,
     value_text,
     varying,
 )
 from gcbench.results.store import (
+    MANIFEST,
     ResultsWarning,
     RunStore,
     read_cells,
@@ -33,6 +54,7 @@ from gcbench.results.store import (
 )
 
 PLOTLY_JS = "plotly.min.js"
+ASSETS = ("report.js", "report.css")
 TABLE_COLUMNS = (
     "model",
     "strategy",
@@ -50,43 +72,42 @@ TABLE_COLUMNS = (
     "compress_exposed_s",
     "comm_exposed_s",
     "wire_bytes",
+    "cell_id",
     "error",
 )
 CONFIG_TABLE = set(ORDER) | set(DERIVED)
 
-PAGE = """<!DOCTYPE html>
+HEAD = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<script src="{js}"></script>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; font-size: 13px; }}
-th, td {{ border: 1px solid #ddd; padding: 3px 8px; text-align: right; }}
-th {{ background: #f3f3f3; position: sticky; top: 0; }}
-td:first-child, th:first-child {{ text-align: left; }}
-.meta {{ color: #666; }}
-.failed {{ color: #b00; }}
-</style></head>
-<body>
-<h1>{title}</h1>
-{description}
-<p class="meta">{meta}</p>
-{common}
-{notes}
-{failed}
-{figure}
-<h2>Results</h2>
-{table}
-</body></html>
+{assets}
+</head>
 """
 
 
-def _write_plotly_js(out: Path) -> None:
-    import plotly.offline
+def script_json(value: Any) -> str:
+    """`value` as JSON that is safe inside a <script> element and a .js file: `<`, `>`
+    and `&` as \\u escapes, so no string can close the element or open a comment."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:  # a number that is not finite: null, as plotly writes it
+        text = json.dumps(_finite(value), separators=(",", ":"), allow_nan=False, default=str)
+    return _safe(text)
 
-    path = out / PLOTLY_JS
-    js = plotly.offline.get_plotlyjs().encode()
-    _write_if_changed(path, js)
+
+def _safe(text: str) -> str:
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:
@@ -95,27 +116,98 @@ def _write_if_changed(path: Path, data: bytes) -> None:
             return
     except OSError:
         pass
-    atomic_write(path, data)
+    atomic_write(path, data, durable=False)  # a report is written again from the results
 
 
-def _table(df: pd.DataFrame) -> str:
-    """Every cell, failed ones included, with the fixed columns and every other config
-    column that varies."""
-    if df.empty:
-        return "<p>No finished cells yet.</p>"
-    bad = df[df["status"] != "ok"].drop_duplicates("cell_id")
-    cells = pd.concat([per_cell(df), bad], ignore_index=True)
-    config = [c for c in TABLE_COLUMNS if c in CONFIG_TABLE]
-    extra = [c for c in varying(cells) if c not in config and c not in DERIVED]
-    wanted = [*config, *extra, *(c for c in TABLE_COLUMNS if c not in config)]
-    cols = [c for c in wanted if c in cells.columns]
-    table = cells[cols].astype(object).where(cells[cols].notna(), "")
-    return table.to_html(
-        index=False, float_format=lambda v: f"{v:.4g}", border=0, na_rep="", escape=True
+def _static(name: str) -> bytes:
+    return resources.files("gcbench.report").joinpath("static", name).read_bytes()
+
+
+def _plotly_js() -> bytes:
+    import plotly.offline
+
+    return plotly.offline.get_plotlyjs().encode()
+
+
+def _write_assets(out: Path) -> None:
+    _write_if_changed(out / PLOTLY_JS, _plotly_js())
+    for name in ASSETS:
+        _write_if_changed(out / name, _static(name))
+
+
+def _assets(prefix: str, self_contained: bool) -> str:
+    """The <head>'s scripts and stylesheet: links to the files beside the pages, or
+    their text inlined (a `</script>` inside plotly's code is split so it cannot end the
+    element)."""
+    if not self_contained:
+        return (
+            f'<link rel="stylesheet" href="{prefix}report.css">\n'
+            f'<script src="{prefix}{PLOTLY_JS}"></script>\n'
+            f'<script src="{prefix}report.js"></script>'
+        )
+    js = [_plotly_js().decode(), _static("report.js").decode()]
+    safe = [j.replace("</script", "<\\/script") for j in js]
+    scripts = "".join(f"<script>{j}</script>\n" for j in safe)
+    return f"<style>{_static('report.css').decode()}</style>\n{scripts}"
+
+
+def _figure_html(fig: Any, div_id: str) -> str:
+    """A plotly figure as a div and the script that draws it (fixed ids: the same results
+    give the same page)."""
+    spec = _safe(fig.to_json())  # plotly's encoder: arrays, NaN as null
+    return (
+        f'<div id="{div_id}" class="plotly-graph-div"></div>\n<script>(function () {{'
+        f"const f = {spec}; Plotly.newPlot({json.dumps(div_id)}, f.data, f.layout, "
+        '{"displaylogo": false, "responsive": true}); })();</script>'
     )
 
 
-def _resources(manifest: dict) -> str:
+def _table_columns(df: pd.DataFrame) -> list[str]:
+    """The fixed columns, with every other config column that varies after the config
+    ones (failed cells included)."""
+    config = [c for c in TABLE_COLUMNS if c in CONFIG_TABLE]
+    extra = [c for c in varying(df) if c not in config and c not in DERIVED]
+    wanted = [*config, *extra, *(c for c in TABLE_COLUMNS if c not in config)]
+    return [c for c in wanted if c in df.columns]
+
+
+def table_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: the mean of each ok cell's repetitions, then the failed and
+    infeasible ones."""
+    if df.empty:
+        return df
+    bad = df[df["status"] != "ok"].drop_duplicates("cell_id")
+    return pd.concat([per_cell(df), bad], ignore_index=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return str(value)
+    return value
+
+
+def table_data(
+    cells: pd.DataFrame, details: set[str], cols: list[str] | None = None
+) -> dict[str, Any]:
+    """The results table as the page's script reads it: column names (by default the
+    results table's), whether each is numeric, the rows (lists) and whether each row's
+    cell has a cell page."""
+    cols = _table_columns(cells) if cols is None else cols
+    numeric = [bool(pd.api.types.is_numeric_dtype(cells[c])) for c in cols]
+    rows = [[_jsonable(v) for v in r] for r in cells[cols].itertuples(index=False, name=None)]
+    return {
+        "columns": cols,
+        "numeric": numeric,
+        "rows": rows,
+        "details": [cid in details for cid in cells["cell_id"]],
+    }
+
+
+def _resources(manifest: dict[str, Any]) -> str:
     res = manifest.get("cluster", {}).get("resources", {})
     parts = [f"{res[k]:g} {k}" for k in ("CPU", "GPU") if k in res]
     parts += [
@@ -143,16 +235,145 @@ def _common(df: pd.DataFrame) -> str:
     return f'<p class="meta">Every cell: {html.escape(" · ".join(parts))}</p>'
 
 
-def write_report(
-    results: Path | str, out: Path | str | None = None, *, all_cells: bool = False
-) -> Path:
-    """Write `index.html` for a run folder (or a suite's latest run); returns its path.
+def _info(manifest: dict[str, Any], run: Path) -> str:
+    """The system-info panel: versions, the Ray cluster, the suite file and its hash."""
+    versions = {"gcbench": manifest.get("gcbench_version", "?"), **manifest.get("versions", {})}
+    items = [
+        ("run", run.name),
+        ("status", manifest.get("status", "?")),
+        ("started", manifest.get("started_at", "?")),
+        ("finished", manifest.get("finished_at", "")),
+        ("sessions", manifest.get("sessions", "")),
+        ("suite file", manifest.get("suite_file", "")),
+        ("suite hash", manifest.get("suite_hash", "")),
+        ("only", " ".join(manifest.get("only") or []) or "(every cell)"),
+        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items())),
+        ("cluster nodes", ", ".join(map(str, manifest.get("cluster", {}).get("nodes", [])))),
+        ("cluster resources", _resources(manifest)),
+        ("report written by", f"gcbench {_version()}, Python {platform.python_version()}"),
+    ]
+    rows = "".join(
+        f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items
+    )
+    return f'<details><summary>System info</summary><dl class="info">{rows}</dl></details>'
 
-    Shows the cells of the run's grid (the latest `gcbench run`'s suite), or with
-    `all_cells` every cell on disk. Without `out`, writes to reports/<suite> (the
-    manifest's suite, checked to be a folder name). A cell file that cannot be read is
-    left out, said on the page and in a `ResultsWarning`. The folder is checked to be
-    writable first (ConfigError); unchanged files are not rewritten.
+
+def _version() -> str:
+    import gcbench
+
+    return gcbench.__version__
+
+
+def _load(run: Path, all_cells: bool) -> tuple[pd.DataFrame, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResultsWarning)
+        tables = read_cells(run, all_cells)
+    left_out = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
+    frames = [t.to_pandas() for t in tables]
+    df = (
+        pd.concat(frames, ignore_index=True)
+        .sort_values(["cell_id", "repetition"], kind="stable")
+        .reset_index(drop=True)
+        if frames
+        else pd.DataFrame()
+    )
+    return df, left_out
+
+
+def _figures(df: pd.DataFrame) -> list[tuple[str, str, Any]]:
+    """The run page's figures that have something to show: (id, heading, figure)."""
+    if df.empty or not (df["status"] == "ok").any():
+        return []
+    ok = df[df["status"] == "ok"]
+    out: list[tuple[str, str, Any]] = [("breakdown", "Time breakdown", F.breakdown_figure(df))]
+    if ok["gpus"].nunique() > 1:
+        out.append(("scaling", "Scaling", F.scaling_figure(df)))
+    multi = ok[ok["machines"] > 1]
+    if multi["inter_gbps"].nunique() > 1:
+        out.append(("bandwidth", "Bandwidth sweep", F.bandwidth_figure(df)))
+    if not F.speedup_table(df).empty:
+        out.append(("speedup", "Speed-up over fp32", F.speedup_figure(df)))
+    if not F.gap_to_upper_bound(df).empty:
+        out.append(("gap", "Gap to the upper bound", F.gap_figure(df)))
+    if not F.agreement_table(df).empty:
+        out.append(("agreement", "Emulate against simulate", F.agreement_figure(df)))
+    return out
+
+
+def _cell_files(run: Path, cells: pd.DataFrame, out: Path) -> set[str]:
+    """cells/<id>.js (title, config, plan map and timeline figures) for every cell with
+    a stored trace or plan; returns those cells' ids. The cell page derives the Chrome
+    trace from the timeline's bars (`report.js`, `chromeTrace`), so a cell costs one
+    file. A cell's file depends only on its stored files and config: one newer than
+    its sources is kept as it is."""
+    done: set[str] = set()
+    folder = out / "cells"
+    for row in cells.to_dict("records"):
+        cid = str(row["cell_id"])
+        trace = run / "traces" / f"{cid}.json.gz"
+        plan = run / "plans" / f"{cid}.json.gz"
+        stamps = [p.stat().st_mtime_ns for p in (trace, plan) if p.is_file()]
+        if not stamps:
+            continue
+        target = folder / f"{cid}.js"
+        if target.is_file() and target.stat().st_mtime_ns >= max(stamps):
+            done.add(cid)
+            continue
+        figures: list[tuple[str, Any]] = []
+        try:
+            if plan.is_file():
+                stored = json.loads(gzip.decompress(plan.read_bytes()))
+                figures.append(("plan", F.plan_map_figure(stored)))
+            if trace.is_file():
+                spans = json.loads(gzip.decompress(trace.read_bytes()))
+                figures.append(("timeline", F.timeline_figure(spans)))
+        except (OSError, ValueError, EOFError, TypeError, KeyError, AttributeError) as e:
+            why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+            warnings.warn(f"cell {cid}: cannot draw it ({why})", ResultsWarning, stacklevel=3)
+            continue
+        config = [(c, value_text(row.get(c))) for c in ORDER if c in row]
+        config += [(m, value_text(row.get(m))) for m in ("status", "iteration_s", "throughput")]
+        label = row.get("label")
+        title = f"{row['model']} · {label if isinstance(label, str) else row['strategy']}"
+        data = {
+            "title": title,
+            "config": config,
+            "figures": figures,
+            "gpus_per_machine": _jsonable(row.get("gpus_per_machine")),
+        }
+        _write_if_changed(target, f"window.GC_CELL = {script_json(data)};\n".encode())
+        done.add(cid)
+    return done
+
+
+CELL_PAGE = """<body>
+<nav><a href="index.html">← run</a><a href="../index.html">suite</a></nav>
+<h1 id="title">Cell</h1>
+<p id="status" class="meta"></p>
+<p id="downloads"></p>
+<div id="figures"></div>
+<h2>Config</h2>
+<dl id="config" class="info"></dl>
+<script>gcCellPage(); window.addEventListener("hashchange", gcCellPage);</script>
+</body></html>
+"""
+
+
+def write_report(
+    results: Path | str,
+    out: Path | str | None = None,
+    *,
+    all_cells: bool = False,
+    self_contained: bool = False,
+) -> Path:
+    """Write a run's page (and the suite's index beside it); returns the run page's path.
+
+    `results` is a run folder or a suite folder (its latest run). The run page shows the
+    cells of the run's grid (the latest `gcbench run`'s suite), or with `all_cells` every
+    cell on disk. Without `out`, writes to reports/<suite> (the manifest's suite, checked
+    to be a folder name). A cell file that cannot be read is left out, said on the page
+    and in a `ResultsWarning`. The folder is checked to be writable first (ConfigError);
+    unchanged files are not rewritten.
     """
     run = resolve_run(Path(results))
     store = RunStore(run)
@@ -161,27 +382,48 @@ def write_report(
     suite = suite_folder_name(manifest.get("suite", named.parent.name), str(store.manifest_path))
     out_dir = Path(out) if out is not None else Path("reports") / suite
     check_writable(out_dir, "--out")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ResultsWarning)
-        tables = read_cells(run, all_cells)
-    left_out = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
+    df, left_out = _load(run, all_cells)
     for line in left_out:  # on to the caller
         warnings.warn(line, ResultsWarning, stacklevel=2)
-    frames = [t.to_pandas() for t in tables]
-    df = (
-        pd.concat(frames, ignore_index=True).sort_values(["cell_id", "repetition"], kind="stable")
-        if frames
-        else pd.DataFrame()
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _write_plotly_js(out_dir)
-    fig = breakdown_figure(df)
-    figure = fig.to_html(
-        full_html=False,
-        include_plotlyjs=False,
-        div_id="breakdown",  # a fixed id: the same results give the same page
-        config={"displaylogo": False, "responsive": True},
-    )
+    run_out = out_dir / named.name
+    run_out.mkdir(parents=True, exist_ok=True)
+    _write_assets(out_dir)
+    cells = table_cells(df)
+    details = _cell_files(run, cells, run_out) if not cells.empty else set()
+    if details:
+        page = HEAD.format(
+            title=html.escape(f"gcbench · {suite} · cell"), assets=_assets("../", False)
+        )
+        _write_if_changed(run_out / "cell.html", (page + CELL_PAGE).encode())
+    page = _run_page(suite, named, manifest, df, cells, details, left_out, all_cells,
+                     self_contained)  # fmt: skip
+    if not cells.empty:
+        _write_if_changed(run_out / "results.csv", df.to_csv(index=False).encode())
+        sink = io.BytesIO()
+        df.to_parquet(sink, index=False)
+        _write_if_changed(run_out / "results.parquet", sink.getvalue())
+    rows = table_data(cells, details) if not cells.empty else None
+    if rows is not None and not self_contained:
+        _write_if_changed(
+            run_out / "results.js", f"window.GC_RESULTS = {script_json(rows)};\n".encode()
+        )
+    index = run_out / "index.html"
+    _write_if_changed(index, page.encode())
+    write_index(run.parent, out_dir, suite, manifest)
+    return index
+
+
+def _run_page(
+    suite: str,
+    run: Path,
+    manifest: dict[str, Any],
+    df: pd.DataFrame,
+    cells: pd.DataFrame,
+    details: set[str],
+    left_out: list[str],
+    all_cells: bool,
+    self_contained: bool,
+) -> str:
     shown = df["cell_id"].nunique() if not df.empty else 0
     n_failed = int((df.drop_duplicates("cell_id")["status"] != "ok").sum()) if not df.empty else 0
     grid = manifest.get("grid")
@@ -196,27 +438,151 @@ def write_report(
             f" ({pending} not run yet)" if pending else ""
         )
     meta = (
-        f"run {html.escape(named.name)} · {html.escape(scope)} · "
+        f"run {html.escape(run.name)} · {html.escape(scope)} · "
         f"status {html.escape(str(manifest.get('status', '?')))} · "
         f"gcbench {html.escape(str(manifest.get('gcbench_version', '?')))} · "
         f"cluster: {html.escape(_resources(manifest))}"
     )
-    failed = f'<p class="failed">{n_failed} cell(s) failed; see the table.</p>' if n_failed else ""
-    notes = "".join(
-        f'<p class="failed">Left out: {html.escape(line)}</p>' for line in left_out
+    parts = [
+        HEAD.format(
+            title=html.escape(f"gcbench · {suite} · {run.name}"),
+            assets=_assets("../", self_contained),
+        ),  # fmt: skip
+        "<body>",
+        '<nav><a href="../index.html">← all runs of this suite</a></nav>',
+        f"<h1>{html.escape(f'gcbench · {suite}')}</h1>",
+    ]
+    description = str(manifest.get("description") or "").strip()
+    if description:
+        parts.append(f"<p>{html.escape(description)}</p>")
+    parts.append(f'<p class="meta">{meta}</p>')
+    parts.append(_common(df))
+    parts.append(_info(manifest, run))
+    parts += [f'<p class="failed">Left out: {html.escape(line)}</p>' for line in left_out]
+    if n_failed:
+        parts.append(f'<p class="failed">{n_failed} cell(s) failed; see the table.</p>')
+    if not cells.empty:
+        parts.append(
+            "<p>Download the results (one row per cell and repetition): "
+            '<a href="results.csv" download>CSV</a> · '
+            '<a href="results.parquet" download>parquet</a></p>'
+        )
+    figures = _figures(df)
+    if figures:
+        parts.append("<nav>" + "".join(
+            f'<a href="#{fid}-h">{html.escape(title)}</a>' for fid, title, _ in figures
+        ) + '<a href="#results-h">Results table</a></nav>')  # fmt: skip
+    for fid, title, fig in figures:
+        parts.append(f'<h2 id="{fid}-h">{html.escape(title)}</h2>')
+        parts.append(_figure_html(fig, fid))
+    parts.append('<h2 id="results-h">Results</h2>')
+    if cells.empty:
+        parts.append("<p>No finished cells yet.</p>")
+    else:
+        if details:
+            parts.append('<p class="meta">A cell id opens the cell\'s page: its plan map, '
+                         "its timeline and its Chrome trace.</p>")  # fmt: skip
+        parts.append('<div id="results"></div>')
+        if self_contained:
+            parts.append(
+                f"<script>window.GC_RESULTS = {script_json(table_data(cells, details))};</script>"
+            )
+        else:
+            parts.append('<script src="results.js"></script>')
+        cell_page = '"cell.html"' if details else "null"
+        parts.append(f'<script>gcTable("results", window.GC_RESULTS, {cell_page});</script>')
+    parts.append("</body></html>\n")
+    return "\n".join(p for p in parts if p)
+
+
+def _runs(suite_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
+    for path in sorted(suite_dir.iterdir(), reverse=True) if suite_dir.is_dir() else []:
+        if (path / MANIFEST).is_file():
+            try:
+                yield path, RunStore(path).read_manifest()
+            except Exception:  # noqa: BLE001 - a broken run is listed as such
+                yield path, {"status": "unreadable manifest"}
+
+
+def write_index(suite_dir: Path, out_dir: Path, suite: str, manifest: dict[str, Any]) -> Path:
+    """reports/<suite>/index.html: the suite's description and every run of it found
+    under the results folder, newest first, linked where its page has been written."""
+    rows = []
+    for path, m in _runs(suite_dir):
+        counts = m.get("cells", {})
+        page = out_dir / path.name / "index.html"
+        name = html.escape(path.name)
+        link = f'<a href="{name}/index.html">{name}</a>' if page.is_file() else name
+        cells = (
+            f"{counts.get('ok', '?')} ok, {counts.get('failed', 0)} failed of "
+            f"{counts.get('total', '?')}"
+            if counts
+            else ""
+        )
+        values = [m.get("status", "?"), cells, m.get("started_at", ""), m.get("finished_at", ""),
+                  m.get("gcbench_version", ""), str(m.get("suite_hash", ""))[:12]]  # fmt: skip
+        rows.append(
+            f'<tr><td class="text">{link}</td>'
+            + "".join(f'<td class="text">{html.escape(str(v))}</td>' for v in values)
+            + "</tr>"
+        )
+    header = "".join(
+        f'<th class="text">{h}</th>'
+        for h in ("run", "status", "cells", "started", "finished", "gcbench", "suite hash")
     )
     description = str(manifest.get("description") or "").strip()
-    page = PAGE.format(
-        title=html.escape(f"gcbench · {suite}"),
-        description=f"<p>{html.escape(description)}</p>" if description else "",
-        js=PLOTLY_JS,
-        meta=meta,
-        common=_common(df),
-        notes=notes,
-        failed=failed,
-        figure=figure,
-        table=_table(df),
-    )
+    body = [
+        HEAD.format(title=html.escape(f"gcbench · {suite}"), assets=_assets("", False)),
+        "<body>",
+        f"<h1>{html.escape(f'gcbench · {suite}')}</h1>",
+        f"<p>{html.escape(description)}</p>" if description else "",
+        f'<p class="meta">suite file {html.escape(str(manifest.get("suite_file", "?")))} · '
+        f"results in {html.escape(str(suite_dir))}</p>",
+        "<h2>Runs</h2>",
+        '<p class="meta">A run without a link has no page yet: '
+        "<code>gcbench report RESULTS/&lt;suite&gt;/&lt;run&gt;</code> writes it.</p>",
+        f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>",
+        "</body></html>\n",
+    ]
     index = out_dir / "index.html"
-    _write_if_changed(index, page.encode())
+    _write_if_changed(index, "\n".join(p for p in body if p).encode())
     return index
+
+
+def write_compare(
+    run: Path | str,
+    other: Path | str,
+    on: list[str] | None = None,
+    out: Path | str | None = None,
+) -> tuple[Path, pd.DataFrame, dict[str, Any]]:
+    """`gcbench report RUN --compare OTHER`: writes <out>/<run-id>/compare-<other>.html
+    beside the run's page (default out: reports/<suite>) and returns its path, the
+    matched cells and the summary (`compare.compare_runs`)."""
+    from gcbench.report.compare import compare_page, compare_runs
+
+    pairs, summary = compare_runs(run, other, on)
+    path = resolve_run(Path(run)).resolve()
+    base = resolve_run(Path(other)).resolve()
+    manifest = RunStore(path).read_manifest()
+    suite = suite_folder_name(manifest.get("suite", path.parent.name), str(path / MANIFEST))
+    out_dir = Path(out) if out is not None else Path("reports") / suite
+    check_writable(out_dir, "--out")
+    _write_assets(out_dir)
+    title = f"gcbench · {suite} · {path.name} against {base.parent.name}/{base.name}"
+    heading, fig = compare_page(pairs, summary, title)
+    cols = [c for c in pairs.columns if c not in ("cell_id_base",)]
+    rows = script_json(table_data(pairs, set(), cols))
+    page = "\n".join([
+        HEAD.format(title=html.escape(title), assets=_assets("../", False)),
+        "<body>",
+        '<nav><a href="index.html">← run</a><a href="../index.html">suite</a></nav>',
+        heading,
+        _figure_html(fig, "compare") if len(pairs) else "<p>No cells matched.</p>",
+        "<h2>Matched cells</h2>",
+        '<div id="results"></div>',
+        f"<script>gcTable(\"results\", {rows}, null);</script>",
+        "</body></html>\n",
+    ])  # fmt: skip
+    target = out_dir / path.name / f"compare-{base.parent.name}-{base.name}.html"
+    _write_if_changed(target, page.encode())
+    return target, pairs, summary
