@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from gcbench.errors import ConfigError
-from gcbench.report.figures import per_cell, value_text, varying
+from gcbench.report.figures import per_cell, row_keys, value_text, varying
 from gcbench.results.schema import CONFIG_COLUMNS
 from gcbench.results.store import load_results, resolve_run
 
@@ -39,7 +39,7 @@ def _keys(on: list[str] | None) -> list[str]:
 
 def _side(cells: pd.DataFrame, keys: list[str], name: str) -> pd.DataFrame:
     """One side's cells keyed by `keys`, each key naming one cell."""
-    keyed = cells.assign(_key=cells[keys].astype(str).agg("|".join, axis=1))
+    keyed = cells.assign(_key=row_keys(cells, keys))
     twice = keyed[keyed.duplicated("_key", keep=False)]
     if not twice.empty:
         first = twice[twice["_key"] == twice["_key"].iloc[0]]

@@ -102,6 +102,13 @@ def _same(value: Any) -> Any:
     return None if _missing(value) or value == "" else value
 
 
+def row_keys(cells: pd.DataFrame, cols: list[str]) -> list[str]:
+    """Each row's values of `cols` as one string, every missing value alike (`_same`):
+    what matches cells across tables."""
+    rows = cells[cols].to_numpy(dtype=object)
+    return ["\x1f".join(repr(_same(v)) for v in row) for row in rows]
+
+
 def varying(cells: pd.DataFrame) -> list[str]:
     """The config columns (derived ones aside) that take more than one value in `cells`,
     in label order."""
@@ -590,10 +597,10 @@ def speedup_table(df: pd.DataFrame) -> pd.DataFrame:
     others = cells[(cells["strategy"] != "fp32") & (cells["compressor_kind"] != "none") & ~bound]
     if others.empty:
         return pd.DataFrame(columns=columns)
-    key = [tuple(r) for r in fp32[keys].astype(str).to_numpy()]
+    key = row_keys(fp32, keys)
     base = dict(zip(key, zip(fp32["iteration_s"], fp32["cell_id"], strict=True), strict=True))
     rows = []
-    okey = [tuple(r) for r in others[keys].astype(str).to_numpy()]
+    okey = row_keys(others, keys)
     o = others.assign(_key=okey)
     for (comp, k), g in o.groupby(["compressor", "_key"], sort=True):
         if k not in base:
@@ -762,7 +769,7 @@ def agreement_table(df: pd.DataFrame) -> pd.DataFrame:
     if cells.empty or "mode" not in cells or not {"emulate", "simulate"} <= set(cells["mode"]):
         return pd.DataFrame(columns=columns)
     keys = [c for c in CONFIG_COLUMNS if c in cells.columns and c not in _TWIN_SKIP]
-    text = cells[keys].astype(str).agg("|".join, axis=1)
+    text = pd.Series(row_keys(cells, keys), index=cells.index)
     sim = cells[cells["mode"] == "simulate"]
     twins = dict(zip(text[sim.index], sim.index, strict=True))
     rows = []
