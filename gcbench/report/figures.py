@@ -114,8 +114,10 @@ def varying(cells: pd.DataFrame) -> list[str]:
     in label order."""
     out = []
     for col in ORDER:
-        if col in cells.columns and len({_same(v) for v in cells[col]}) > 1:
-            out.append(col)
+        if col in cells.columns:
+            values = set(cells[col].tolist())
+            if len(values) > 1 and len({_same(v) for v in values}) > 1:
+                out.append(col)
     return out
 
 
@@ -126,11 +128,12 @@ def _number(value: Any) -> str:
 
 
 def value_text(value: Any) -> str:
-    """A config value as text: numbers short (`10`, `0.8`), a missing one `default`."""
-    return "default" if _missing(value) else _number(value)
+    """A config value as text: numbers short (`10`, `0.8`), a missing or empty one
+    `default`."""
+    return "default" if _missing(value) or value == "" else _number(value)
 
 
-def describe(col: str, value: Any, row: pd.Series | None = None) -> str:
+def describe(col: str, value: Any, row: pd.Series | dict[str, Any] | None = None) -> str:
     """How one config value reads in a label or a title, e.g. `batch 32`, `10 Gbps`."""
     if col in ("machines", "gpus_per_machine") and row is not None:
         return f"{_number(row['machines'])}×{_number(row['gpus_per_machine'])}"
@@ -145,7 +148,7 @@ def describe(col: str, value: Any, row: pd.Series | None = None) -> str:
     return f"{before}{_number(value)}{after}"
 
 
-def _parts(row: pd.Series, cols: list[str]) -> list[str]:
+def _parts(row: pd.Series | dict[str, Any], cols: list[str]) -> list[str]:
     parts = []
     for col in cols:
         if col == "gpus_per_machine" and "machines" in cols:
@@ -154,7 +157,7 @@ def _parts(row: pd.Series, cols: list[str]) -> list[str]:
     return parts
 
 
-def cell_label(row: pd.Series, cols: list[str] | None = None) -> str:
+def cell_label(row: pd.Series | dict[str, Any], cols: list[str] | None = None) -> str:
     """A cell's label: its strategy, then its value of each column in `cols` (by default
     the strategy, compressor, cluster, servers, inter bandwidth and fusion)."""
     if cols is None:
@@ -167,7 +170,7 @@ def _labels(panel: pd.DataFrame) -> list[str]:
     """One distinct label per cell of a panel (a model): the strategy and every column
     that varies there; cells still alike get the first digits of their cell ids."""
     cols = [c for c in varying(panel) if c not in ("strategy", "model")]
-    labels = [cell_label(row, cols) for _, row in panel.iterrows()]
+    labels = [cell_label(row, cols) for row in panel.to_dict("records")]
     counts = pd.Series(labels).value_counts()
     return [
         f"{label} · #{cid[:8]}" if counts[label] > 1 else label
@@ -177,7 +180,11 @@ def _labels(panel: pd.DataFrame) -> list[str]:
 
 def per_cell(df: pd.DataFrame) -> pd.DataFrame:
     """Mean over repetitions of each ok cell, labelled (`_labels`, per model), in a
-    stable, readable order."""
+    stable, readable order. Its `attrs` say so (`per_cell` of it, or of rows taken from
+    it, returns it as it is: a page computes it once for all its figures) and hold the
+    number of repetitions averaged."""
+    if df.attrs.get("per_cell"):
+        return df
     columns = ["cell_id", "label", *(p for p, _, _ in PARTS)]
     if df.empty:
         return pd.DataFrame(columns=columns)
@@ -194,6 +201,8 @@ def per_cell(df: pd.DataFrame) -> pd.DataFrame:
     out["label"] = ""
     for _, panel in out.groupby("model", sort=False, dropna=False):
         out.loc[panel.index, "label"] = _labels(panel)
+    reps = int(df["repetition"].nunique()) if "repetition" in df.columns else 1
+    out.attrs.update(per_cell=True, repetitions=reps)
     return out
 
 
@@ -353,7 +362,7 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
             fig.update_yaxes(title_text="ms / iteration", row=row, col=1)
         per_view.append(n)
     fig.update_xaxes(tickangle=-35, type="category")
-    reps = int(df["repetition"].nunique()) if "repetition" in df.columns and len(df) else 1
+    reps = int(cells.attrs.get("repetitions", 1))
     title = "Iteration time breakdown per cell" + (
         f" (each bar the mean of its {reps} repetitions)" if reps > 1 else ""
     )
@@ -826,24 +835,22 @@ def gap_to_upper_bound(df: pd.DataFrame) -> pd.DataFrame:
     one), that strategy's mean iteration ÷ the bound's. Columns: `strategy`, `ratio`,
     `bound_cell_id`, `cell_id`."""
     columns = ["strategy", "ratio", "bound_cell_id", "cell_id"]
-    if df.empty or "upper-bound" not in set(df["strategy"]):
+    cells = per_cell(df)
+    if cells.empty or "upper-bound" not in set(cells["strategy"]):
         return pd.DataFrame(columns=columns)
-    ok = df[df["status"] == "ok"]
-    means = ok.groupby("cell_id", sort=False).agg(
-        {"iteration_s": "mean", **{c: "first" for c in CONFIG_COLUMNS}}
-    )
     keys = [c for c in CONFIG_COLUMNS if c not in _BOUND_SKIP and c not in DERIVED]
-    bounds = means[means["strategy"] == "upper-bound"]
-    others = means[means["strategy"] != "upper-bound"]
+    cells = cells.assign(_key=row_keys(cells, keys))
+    bound = cells["strategy"] == "upper-bound"
+    same: dict[str, list[dict[str, Any]]] = {}
+    for r in cells[~bound].to_dict("records"):
+        same.setdefault(r["_key"], []).append(r)
+    no_grid_compressor = {"none", *OWN_KINDS}
     rows = []
-    for bound_id, bound in bounds.iterrows():
-        same = (others[keys].fillna("") == bound[keys].fillna("")).all(axis=1)
-        matched = others[same]
-        taken = matched["compressor_kind"].isin({"none", *OWN_KINDS})  # no grid compressor
-        matched = matched[taken | (matched["compressor"] == bound["compressor"])]
-        for cell_id, row in matched.iterrows():
-            rows.append((row["strategy"], row["iteration_s"] / bound["iteration_s"], bound_id,
-                         cell_id))  # fmt: skip
+    for b in cells[bound].to_dict("records"):
+        for r in same.get(b["_key"], []):
+            if r["compressor_kind"] in no_grid_compressor or r["compressor"] == b["compressor"]:
+                rows.append((r["strategy"], r["iteration_s"] / b["iteration_s"], b["cell_id"],
+                             r["cell_id"]))  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
