@@ -194,8 +194,8 @@ def run(
     if report:
         from gcbench.report import write_report
 
-        with _errors(), _results_warnings():
-            page = write_report(summary.run_dir, reports / s.name)
+        with _errors(), _results_warnings(), _report_progress() as progress:
+            page = write_report(summary.run_dir, reports / s.name, progress=progress)
         typer.echo(f"report: {page} (all runs: {page.parent.parent / 'index.html'})")
     if summary.failed:
         raise typer.Exit(1)
@@ -448,8 +448,11 @@ def report(
         _err("--on: only with --compare")
         raise typer.Exit(2)
     keys = [k.strip() for k in on.split(",") if k.strip()] if on is not None else None
-    with _errors(), _results_warnings():
-        page = write_report(results_dir, out, all_cells=all_cells, self_contained=self_contained)
+    with _errors(), _results_warnings(), _report_progress() as progress:
+        page = write_report(
+            results_dir, out, all_cells=all_cells, self_contained=self_contained,
+            progress=progress,
+        )  # fmt: skip
         if compare is not None:
             target, pairs, summary = write_compare(results_dir, compare, keys, out)
     if compare is None:
@@ -465,6 +468,25 @@ def report(
     for line in summary_lines(pairs, summary):
         typer.echo(line)
     typer.echo(f"comparison: {target}")
+
+
+@contextlib.contextmanager
+def _report_progress() -> Iterator[Any]:
+    """A progress line for a long report (reading cell files, writing cell pages), on a
+    terminal only, started by the first tick: a report that fails at once prints its
+    one error line and nothing else."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        shown: list[Any] = []
+
+        def tick(what: str, done: int, total: int) -> None:
+            if not shown:
+                shown.append(stack.enter_context(_iteration_bar("report")))
+            shown[0](done, total, last=what)
+
+        yield tick
 
 
 @contextlib.contextmanager

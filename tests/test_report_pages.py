@@ -275,3 +275,14 @@ def test_compare_on_the_command_line(tmp_path):
     assert r.exit_code == 2 and r.stderr == "error: --on: only with --compare\n"
     r = CliRunner().invoke(app, [*args, "--on", "model"])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "share model=" in r.stderr
+
+
+def test_progress_follows_reading_and_cell_pages(tmp_path):
+    store = suite_run(tmp_path)
+    n = len(store.finished())
+    seen: list[tuple[str, int, int]] = []
+    write_report(store.path, tmp_path / "out", progress=lambda *a: seen.append(a))
+    reading = [s for s in seen if s[0] == "reading cells"]
+    pages = [s for s in seen if s[0] == "cell pages"]
+    assert [d for _, d, _ in reading] == list(range(1, n + 1)) and reading[-1][2] == n
+    assert [d for _, d, _ in pages] == list(range(1, n + 1)) and pages[-1][2] == n

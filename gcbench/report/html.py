@@ -28,7 +28,7 @@ import json
 import math
 import platform
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -264,10 +264,18 @@ def _version() -> str:
     return gcbench.__version__
 
 
-def _load(run: Path, all_cells: bool) -> tuple[pd.DataFrame, list[str]]:
+Progress = Callable[[str, int, int], None]  # (what, done, total)
+
+
+def _load(
+    run: Path, all_cells: bool, progress: Progress | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    tick = (
+        None if progress is None else (lambda done, total: progress("reading cells", done, total))
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResultsWarning)
-        tables = read_cells(run, all_cells)
+        tables = read_cells(run, all_cells, tick)
     left_out = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
     if not tables:
         return pd.DataFrame(), left_out
@@ -303,7 +311,9 @@ def _figures(df: pd.DataFrame) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _cell_files(run: Path, cells: pd.DataFrame, out: Path) -> set[str]:
+def _cell_files(
+    run: Path, cells: pd.DataFrame, out: Path, progress: Progress | None = None
+) -> set[str]:
     """cells/<id>.js (title, config, plan map and timeline figures) for every cell with
     a stored trace or plan; returns those cells' ids. The cell page derives the Chrome
     trace from the timeline's bars (`report.js`, `chromeTrace`), so a cell costs one
@@ -311,7 +321,10 @@ def _cell_files(run: Path, cells: pd.DataFrame, out: Path) -> set[str]:
     its sources is kept as it is."""
     done: set[str] = set()
     folder = out / "cells"
-    for row in cells.to_dict("records"):
+    rows = cells.to_dict("records")
+    for i, row in enumerate(rows, start=1):
+        if progress is not None:
+            progress("cell pages", i, len(rows))
         cid = str(row["cell_id"])
         trace = run / "traces" / f"{cid}.json.gz"
         plan = run / "plans" / f"{cid}.json.gz"
@@ -368,6 +381,7 @@ def write_report(
     *,
     all_cells: bool = False,
     self_contained: bool = False,
+    progress: Progress | None = None,
 ) -> Path:
     """Write a run's page (and the suite's index beside it); returns the run page's path.
 
@@ -376,7 +390,8 @@ def write_report(
     cell on disk. Without `out`, writes to reports/<suite> (the manifest's suite, checked
     to be a folder name). A cell file that cannot be read is left out, said on the page
     and in a `ResultsWarning`. The folder is checked to be writable first (ConfigError);
-    unchanged files are not rewritten.
+    unchanged files are not rewritten. `progress(what, done, total)` follows the long
+    parts (reading the cell files, writing the cell pages).
     """
     run = resolve_run(Path(results))
     store = RunStore(run)
@@ -385,14 +400,14 @@ def write_report(
     suite = suite_folder_name(manifest.get("suite", named.parent.name), str(store.manifest_path))
     out_dir = Path(out) if out is not None else Path("reports") / suite
     check_writable(out_dir, "--out")
-    df, left_out = _load(run, all_cells)
+    df, left_out = _load(run, all_cells, progress)
     for line in left_out:  # on to the caller
         warnings.warn(line, ResultsWarning, stacklevel=2)
     run_out = out_dir / named.name
     run_out.mkdir(parents=True, exist_ok=True)
     _write_assets(out_dir)
     cells = table_cells(df)
-    details = _cell_files(run, cells, run_out) if not cells.empty else set()
+    details = _cell_files(run, cells, run_out, progress) if not cells.empty else set()
     if details:
         page = HEAD.format(
             title=html.escape(f"gcbench · {suite} · cell"), assets=_assets("../", False)

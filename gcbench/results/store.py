@@ -491,15 +491,19 @@ def load_results(path: str | os.PathLike[str], all_cells: bool = False) -> pd.Da
     return df.sort_values(["cell_id", "repetition"], kind="stable").reset_index(drop=True)
 
 
-def read_cells(run: Path, all_cells: bool = False) -> list[pa.Table]:
-    """The readable cell tables of a run folder (see `load_results`)."""
+def read_cells(
+    run: Path, all_cells: bool = False, progress: Callable[[int, int], None] | None = None
+) -> list[pa.Table]:
+    """The readable cell tables of a run folder (see `load_results`); `progress(done,
+    total)` after each file."""
     store = RunStore(run)
     grid = store.read_manifest().get("grid")
     keep = None if all_cells or grid is None else set(grid)
     tables = []
-    for p in store.cell_files():
-        if keep is not None and p.stem not in keep:
-            continue
+    files = [p for p in store.cell_files() if keep is None or p.stem in keep]
+    for done, p in enumerate(files, start=1):
+        if progress is not None:
+            progress(done, len(files))
         try:
             tables.append(read_cell(p))
         except Unreadable as e:
