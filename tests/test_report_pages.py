@@ -286,3 +286,21 @@ def test_progress_follows_reading_and_cell_pages(tmp_path):
     pages = [s for s in seen if s[0] == "cell pages"]
     assert [d for _, d, _ in reading] == list(range(1, n + 1)) and reading[-1][2] == n
     assert [d for _, d, _ in pages] == list(range(1, n + 1)) and pages[-1][2] == n
+
+
+@pytest.mark.parametrize("damage", [b"\x1f\x8b\x08\x00garbage", b"", b"not gzip"])
+def test_a_damaged_trace_costs_its_cell_page_only(tmp_path, damage):
+    """(At e0a543b a gzip stream with a bad deflate block raised zlib.error out of the
+    report: found by the random-damage property test.)"""
+    import gzip
+
+    store = suite_run(tmp_path)
+    ids = sorted(store.finished())
+    trace = store.path / "traces" / f"{ids[0]}.json.gz"
+    good = gzip.compress(b'[{"worker": 0}]')  # parses, but a span without its fields
+    for data in (damage, good):
+        trace.write_bytes(data)
+        with pytest.warns(UserWarning, match=f"cell {ids[0]}: cannot draw it") as caught:
+            page = write_report(store.path, tmp_path / f"out{len(data)}")
+        assert all("\n" not in str(w.message) for w in caught)
+        assert sorted(p.stem for p in (page.parent / "cells").glob("*.js")) == ids[1:]

@@ -28,6 +28,7 @@ import json
 import math
 import platform
 import warnings
+import zlib
 from collections.abc import Callable, Iterable
 from importlib import resources
 from pathlib import Path
@@ -343,7 +344,8 @@ def _cell_files(
             if trace.is_file():
                 spans = json.loads(gzip.decompress(trace.read_bytes()))
                 figures.append(("timeline", F.timeline_figure(spans)))
-        except (OSError, ValueError, EOFError, TypeError, KeyError, AttributeError) as e:
+        except (OSError, ValueError, EOFError, zlib.error, RecursionError, TypeError, KeyError,
+                AttributeError) as e:  # a damaged trace or plan: the cell gets no page  # fmt: skip
             why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
             warnings.warn(f"cell {cid}: cannot draw it ({why})", ResultsWarning, stacklevel=3)
             continue
