@@ -531,6 +531,37 @@ def _dumps(data: Any, indent: int | None = None, default: Any = None) -> str:
 
 
 @app.command()
+def devices(
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """List the device table: peak rates and bandwidths (datasheet figures, with their
+    source) and where each device's efficiencies come from (fitted, measured or
+    borrowed from the V100 fit)."""
+    from dataclasses import asdict
+
+    from gcbench.zoo.devices import DEVICES
+
+    if json_out:
+        typer.echo(_dumps([asdict(d) for d in DEVICES.values()], indent=1))
+        return
+    typer.echo(
+        f"{'device':<10} {'FP32':>6} {'TF32':>6} {'FP16':>6} {'memory':>7} {'PCIe':>6} "
+        f"{'NVLink':>6}  efficiencies"
+    )
+    typer.echo(f"{'':<10} {'TFLOP/s':>20} {'':>6} {'GB/s':>7} {'GB/s':>6} {'GB/s':>6}")
+    for d in DEVICES.values():
+        tf32 = f"{d.peak_tf32_tflops:g}" if d.peak_tf32_tflops else "-"
+        nvlink = f"{d.nvlink_gbs:g}" if d.nvlink_gbs else "-"
+        typer.echo(
+            f"{d.name:<10} {d.peak_fp32_tflops:>6g} {tf32:>6} {d.peak_fp16_tflops:>6g} "
+            f"{d.mem_bandwidth_gbs:>7g} {d.pcie_gbs:>6g} {nvlink:>6}  {d.efficiencies}"
+        )
+    typer.echo("\nsources:")
+    for d in DEVICES.values():
+        typer.echo(f"  {d.name}: {d.source}")
+
+
+@app.command()
 def models(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
@@ -613,7 +644,7 @@ def model(
     ] = None,
     device: Annotated[
         str,
-        typer.Option("--device", help="Device-table entry: v100, a100, h100, rtx2080ti, t4, cpu."),
+        typer.Option("--device", help="Device-table entry (see `gcbench devices`)."),
     ] = "v100",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:

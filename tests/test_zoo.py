@@ -12,6 +12,7 @@ import pytest
 
 from gcbench.errors import ConfigError
 from gcbench.zoo.catalog import ESPRESSO_MODELS, MODELS
+from gcbench.zoo.devices import DEVICES
 from gcbench.zoo.nets import build
 from gcbench.zoo.profile import cached_trace, model_profile
 
@@ -123,7 +124,7 @@ def test_bert_base_forward_flops_are_2_params_tokens_plus_attention():
 
 def test_profile_times_are_positive_and_consistent():
     for name in ("resnet50", "bert-base", "lstm", "tiny-mlp"):
-        for device in ("v100", "a100", "h100", "rtx2080ti", "t4", "cpu"):
+        for device in DEVICES:
             p = model_profile(name, device=device)
             assert p.forward_s > 0 and p.update_s > 0
             assert all(t.backward_s >= 0 for t in p.tensors)
@@ -131,6 +132,27 @@ def test_profile_times_are_positive_and_consistent():
     # A faster GPU is faster; a larger batch takes longer.
     assert model_profile("resnet50", device="h100").compute_s < model_profile("resnet50").compute_s
     assert model_profile("resnet50", 64).backward_s > model_profile("resnet50", 32).backward_s
+
+
+def test_the_device_table_says_where_its_numbers_come_from():
+    """Datasheet peaks with a source each; efficiencies fitted (v100), measured (cpu) or
+    borrowed from the V100 fit, said per device (issue #12). A100 80 GB differs from the
+    40 GB part in memory bandwidth alone, so the same model computes faster on it only
+    where memory-bound kernels weigh."""
+    from gcbench.zoo.devices import BORROWED, FITTED
+
+    assert {"p100", "a100-80g", "rtx3090", "a10"} <= set(DEVICES)
+    for d in DEVICES.values():
+        assert d.source and d.efficiencies
+    assert DEVICES["v100"].efficiencies == FITTED
+    assert "measured" in DEVICES["cpu"].efficiencies
+    borrowed = {n for n, d in DEVICES.items() if d.efficiencies == BORROWED}
+    assert borrowed == set(DEVICES) - {"v100", "cpu"}
+    a40, a80 = DEVICES["a100"], DEVICES["a100-80g"]
+    assert (a80.mem_bandwidth_gbs, a40.mem_bandwidth_gbs) == (2039.0, 1555.0)
+    assert a80.peak_fp32_tflops == a40.peak_fp32_tflops
+    slow, fast = (model_profile("resnet50", device=d).compute_s for d in ("a100", "a100-80g"))
+    assert fast < slow
 
 
 def test_token_models_count_tokens():

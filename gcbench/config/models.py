@@ -386,7 +386,9 @@ class Constraints(_Frozen):
         return cls.model_validate(data)
 
 
-DeviceName = Literal["v100", "a100", "h100", "rtx2080ti", "t4", "cpu"]
+DeviceName = Literal[
+    "v100", "p100", "a100", "a100-80g", "h100", "rtx2080ti", "rtx3090", "a10", "t4", "cpu"
+]
 assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
 
 

@@ -16,9 +16,11 @@ and ugatit (minimising the worst model's |log ratio|, by coordinate descent from
 random starts; result and residuals in BENCHMARKS.md). Refitted on seven models, the
 eighth is predicted within 0.86-1.20 for six of them; vgg16 (2.25) and lstm (1.43) miss,
 each being the one model that constrains a constant (tests/test_calibration.py).
-The other GPUs reuse the V100 fractions: no public per-tensor profile exists for them,
-and the fraction of peak a cuDNN/cuBLAS kernel reaches changes less between generations
-than the peaks do.
+The other GPUs borrow the V100 fractions (each entry's `efficiencies` says so): no public
+per-tensor profile exists for them, and the fraction of peak a cuDNN/cuBLAS kernel
+reaches changes less between generations than the peaks do. Borrowed fractions need not
+hold for small-batch convolutions on a newer GPU, where launch overhead and memory-bound
+layers weigh more; `gcbench profile --torch-device cuda` measures a GPU's own.
 
 The `cpu` entry is this project's CI host (2 cores), measured with
 `benchmarks/measure_cpu.py`: peak = the float32 matmul rate of a 2048x2048 GEMM (so the
@@ -28,7 +30,7 @@ over that peak, memory bandwidth = a large tensor copy, overhead = a tiny elemen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Fitted on V100 by benchmarks/calibrate_v100.py (see the module docstring).
 # Result (BENCHMARKS.md has each model's ratio, in sample all within 0.90-1.11): Winograd
@@ -40,6 +42,10 @@ V100_CONV_EFFICIENCY = 0.16
 V100_MATMUL_EFFICIENCY = 0.76
 V100_MEMORY_EFFICIENCY = 0.7
 V100_KERNEL_OVERHEAD_US = 2.0
+
+
+FITTED = "fitted on V100 backward times (benchmarks/calibrate_v100.py)"
+BORROWED = "borrowed from the V100 fit (no public per-tensor profile of this GPU)"
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,8 @@ class Device:
     matmul_efficiency: float  # achieved / peak for matrix multiplies
     memory_efficiency: float  # achieved / peak memory bandwidth for memory-bound kernels
     kernel_overhead_us: float  # launch + tail per kernel
-    source: str
+    source: str  # where the peak rates and bandwidths come from
+    efficiencies: str = BORROWED  # where the efficiencies and overhead come from
 
     def flops_per_s(self, kind: str) -> float:
         """Achieved FLOP/s of an operation class in fp32 training."""
@@ -101,15 +108,25 @@ def _gpu(
 DEVICES: dict[str, Device] = {
     d.name: d
     for d in [
-        _gpu(
+        replace(_gpu(
             "v100", 15.7, None, 125.0, 900.0, 15.75, 150.0,
             "NVIDIA V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 125 TFLOP/s tensor, 900 GB/s HBM2, "
             "NVLink 2.0 300 GB/s (6 links x 25 GB/s each way), PCIe 3.0 x16",
+        ), efficiencies=FITTED),
+        _gpu(
+            "p100", 10.6, None, 21.2, 732.0, 15.75, 80.0,
+            "NVIDIA Tesla P100 SXM2 datasheet: 10.6 TFLOP/s FP32, 21.2 FP16 (no tensor cores), "
+            "732 GB/s HBM2, NVLink 1.0 160 GB/s (4 links x 20 GB/s each way), PCIe 3.0 x16",
         ),
         _gpu(
             "a100", 19.5, 156.0, 312.0, 1555.0, 31.5, 300.0,
             "NVIDIA A100 SXM4 40GB datasheet: 19.5 TFLOP/s FP32, 156 TF32, 312 FP16, "
             "1,555 GB/s HBM2, NVLink 3.0 600 GB/s, PCIe 4.0 x16",
+        ),
+        _gpu(
+            "a100-80g", 19.5, 156.0, 312.0, 2039.0, 31.5, 300.0,
+            "NVIDIA A100 SXM4 80GB datasheet: 19.5 TFLOP/s FP32, 156 TF32, 312 FP16, "
+            "2,039 GB/s HBM2e, NVLink 3.0 600 GB/s, PCIe 4.0 x16",
         ),
         _gpu(
             "h100", 67.0, 494.7, 989.4, 3350.0, 63.0, 450.0,
@@ -122,6 +139,17 @@ DEVICES: dict[str, Device] = {
             "TFLOP/s FP32, 53.8 FP16 tensor with FP32 accumulate, 616 GB/s GDDR6, PCIe 3.0",
         ),
         _gpu(
+            "rtx3090", 35.6, 35.6, 71.0, 936.0, 31.5, None,
+            "NVIDIA Ampere GA102 whitepaper (GeForce RTX 3090): 35.6 TFLOP/s FP32, 35.6 TF32 "
+            "and 71 FP16 tensor with FP32 accumulate (dense), 936 GB/s GDDR6X, PCIe 4.0 x16 "
+            "(no NVLink bridge assumed)",
+        ),
+        _gpu(
+            "a10", 31.2, 62.5, 125.0, 600.0, 31.5, None,
+            "NVIDIA A10 datasheet: 31.2 TFLOP/s FP32, 62.5 TF32 and 125 FP16 tensor (dense), "
+            "600 GB/s GDDR6, PCIe 4.0 x16",
+        ),
+        _gpu(
             "t4", 8.1, None, 65.0, 320.0, 15.75, None,
             "NVIDIA T4 datasheet: 8.1 TFLOP/s FP32, 65 FP16 tensor, 320 GB/s GDDR6, PCIe 3.0",
         ),
@@ -131,6 +159,7 @@ DEVICES: dict[str, Device] = {
             "benchmarks/measure_cpu.py on 2026-11-22: 0.20-0.23 TFLOP/s 2048^2 sgemm, 3x3 conv "
             "0.80-0.83 and 7x7 stem 0.69-0.83 of it, 17.8-19.9 GB/s copy, 6.5 us per tiny op; "
             "pcie_gbs is host memory (no PCIe hop)",
+            "measured on this host by benchmarks/measure_cpu.py",
         ),
     ]
 }  # fmt: skip
