@@ -56,6 +56,34 @@ def test_parameter_totals_equal_published_references():
     # kuangliu/pytorch-cifar ResNet18: 11,173,962. He et al. 2016 Table 6: ResNet-110 1.7 M.
     assert sum(n for _, n in params("resnet18-cifar")) == 11_173_962
     assert round(sum(n for _, n in params("resnet110")) / 1e6, 1) == 1.7
+    # The models people benchmark (issue #12), literal totals (not the catalog's, which
+    # the test above checks against the same builders): torchvision's inception_v3 with
+    # its auxiliary classifier, densenet121, mobilenet_v2 and vit_b_16; HF's gpt2-medium,
+    # -large and -xl and meta-llama/Llama-2-7b-hf.
+    published = {
+        "inception-v3": 27_161_264,
+        "densenet121": 7_978_856,
+        "mobilenet-v2": 3_504_872,
+        "vit-b-16": 86_567_656,
+        "gpt2-medium": 354_823_168,
+        "gpt2-large": 774_030_080,
+        "gpt2-xl": 1_557_611_200,
+        "llama-2-7b": 6_738_415_616,
+    }
+    for name, want in published.items():
+        assert sum(n for _, n in params(name)) == want, name
+
+
+def test_llama_2_7b_is_32_layers_of_9_tensors_and_untied():
+    """291 tensors: the embedding, 32 x (q, k, v, o, gate, up, down, two RMSNorms), the
+    final norm and the untied head; its defaults are batch 1 at 4,096 tokens."""
+    named = dict(params("llama-2-7b"))
+    assert len(named) == 291
+    assert named["model.embed_tokens.weight"] == named["lm_head.weight"] == 32000 * 4096
+    assert named["model.layers.31.mlp.gate_proj.weight"] == 11008 * 4096
+    assert (MODELS["llama-2-7b"].batch_size, MODELS["llama-2-7b"].seq_len) == (1, 4096)
+    p = model_profile("llama-2-7b")
+    assert len(p.tensors) == 291 and p.tensors[0].name == "lm_head.weight"
 
 
 def test_tensor_counts_equal_bytecomp_table5():

@@ -8,6 +8,11 @@ ByteComp Table 4 (vgg16, resnet101, ugatit, bert-base-squad, gpt2, lstm), ACP-SG
 (resnet152, bert-base, bert-large: batch 32, 32, 8 at sequence length 64), 3LC §4.3
 (resnet110: 32 images per worker), ACP-SGD §V-A (resnet18 on CIFAR-10: 128 images).
 resnet50 keeps batch 32, the batch of the V100 profile the ByteComp authors published.
+The ImageNet models added for issue #12 (inception-v3, densenet121, mobilenet-v2,
+vit-b-16) take 32 images like resnet50; the larger GPT-2s shrink the batch so that fp32
+Adam training fits a 32 GB V100 (medium 4, large 2, xl 1 sequence of 1,024 tokens:
+1.56 B parameters x 16 bytes of weights, gradients and Adam state is 25 GB before
+activations); llama-2-7b runs 1 sequence of 4,096 tokens (its context length).
 
 ByteComp Table 4's "80 tokens" (GPT2, LSTM) and "1024 tokens" (BERT-base) are not batch
 sizes: they are constants in the throughput lines of the authors' scripts (ByteComp's code in
@@ -77,6 +82,38 @@ MODELS: dict[str, ModelInfo] = {
             11_173_962,
             "kuangliu/pytorch-cifar ResNet18",
         ),
+        _image(
+            "inception-v3",
+            32,
+            299,
+            "Inception v3 (ImageNet, 299x299, auxiliary classifier included)",
+            27_161_264,
+            "torchvision inception_v3(aux_logits=True); Szegedy et al. 2016",
+        ),
+        _image(
+            "densenet121",
+            32,
+            224,
+            "DenseNet-121 (ImageNet, growth 32)",
+            7_978_856,
+            "torchvision densenet121; Huang et al. 2017 Table 1",
+        ),
+        _image(
+            "mobilenet-v2",
+            32,
+            224,
+            "MobileNet v2 (ImageNet, width 1.0)",
+            3_504_872,
+            "torchvision mobilenet_v2; Sandler et al. 2018 Table 4: 3.4M",
+        ),
+        _image(
+            "vit-b-16",
+            32,
+            224,
+            "ViT-B/16 (ImageNet, 224x224, 16x16 patches)",
+            86_567_656,
+            "torchvision vit_b_16; Dosovitskiy et al. 2021 Table 1: 86M",
+        ),
         _tokens(
             "bert-base",
             32,
@@ -121,6 +158,43 @@ MODELS: dict[str, ModelInfo] = {
             "GPT-2 small (124M, tied embeddings)",
             124_439_808,
             "HF GPT2LMHeadModel gpt2; ByteComp Table 4: 475 MB",
+        ),
+        _tokens(
+            "gpt2-medium",
+            4,
+            1024,
+            50257,
+            "GPT-2 medium (355M, tied embeddings)",
+            354_823_168,
+            "HF GPT2LMHeadModel gpt2-medium num_parameters(); Radford et al. 2019 Table 2: 345M",
+        ),
+        _tokens(
+            "gpt2-large",
+            2,
+            1024,
+            50257,
+            "GPT-2 large (774M, tied embeddings)",
+            774_030_080,
+            "HF GPT2LMHeadModel gpt2-large num_parameters(); Radford et al. 2019 Table 2: 762M",
+        ),
+        _tokens(
+            "gpt2-xl",
+            1,
+            1024,
+            50257,
+            "GPT-2 XL (1.5B, tied embeddings)",
+            1_557_611_200,
+            "HF GPT2LMHeadModel gpt2-xl num_parameters(); Radford et al. 2019 Table 2: 1542M",
+        ),
+        _tokens(
+            "llama-2-7b",
+            1,
+            4096,
+            32000,
+            "Llama 2 7B (32 decoder layers, SwiGLU, RMSNorm, untied head)",
+            6_738_415_616,
+            "HF LlamaForCausalLM meta-llama/Llama-2-7b-hf num_parameters() (291 tensors); "
+            "Touvron et al. 2023 Table 1: 7B",
         ),
         _tokens(
             "lstm",

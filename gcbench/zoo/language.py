@@ -6,6 +6,11 @@
   padded to a multiple of 8: 30,528). Attention is computed as HF's eager implementation
   does (two batched matmuls around a softmax).
 - GPT-2 small as HF `GPT2LMHeadModel` (Conv1D layers, LM head tied to `wte`).
+- GPT-2 medium, large and XL: the same module at HF's `gpt2-medium` (1,024 wide, 24
+  layers, 16 heads), `gpt2-large` (1,280, 36, 20) and `gpt2-xl` (1,600, 48, 25).
+- Llama 2 7B as HF `LlamaForCausalLM` (Touvron et al. 2023, Table 1 and §2.2: RMSNorm
+  before each sublayer, SwiGLU MLP of width 11,008, rotary position embeddings, which have
+  no parameters; untied output head): 32 decoder layers, 291 tensors.
 - The LSTM language model of ByteComp's WikiText-2 runs (AWD-LSTM's `RNNModel` as in the
   authors' `lstm/model.py`): an embedding, one `nn.LSTM` per layer in `rnns`, and a decoder
   tied to the embedding, so only `decoder.bias` is its own parameter.
@@ -305,6 +310,111 @@ class GPT2LMHeadModel(nn.Module):
         return self.lm_head(self.transformer(ids))
 
 
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab: int = 32000
+    hidden: int = 4096
+    layers: int = 32
+    heads: int = 32
+    intermediate: int = 11008
+    eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.heads = c.heads
+        self.theta = c.rope_theta
+        self.q_proj = nn.Linear(c.hidden, c.hidden, bias=False)
+        self.k_proj = nn.Linear(c.hidden, c.hidden, bias=False)
+        self.v_proj = nn.Linear(c.hidden, c.hidden, bias=False)
+        self.o_proj = nn.Linear(c.hidden, c.hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        d = h // self.heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.view(b, s, self.heads, d).transpose(1, 2)
+
+        q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+        inv = 1.0 / self.theta ** (torch.arange(0, d, 2, device=x.device).float() / d)
+        freqs = torch.outer(torch.arange(s, device=x.device).float(), inv)
+        angles = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = angles.cos(), angles.sin()
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        probs = F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        return self.o_proj(torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
+        self.up_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
+        self.down_proj = nn.Linear(c.intermediate, c.hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.self_attn = LlamaAttention(c)
+        self.mlp = LlamaMLP(c)
+        self.input_layernorm = LlamaRMSNorm(c.hidden, c.eps)
+        self.post_attention_layernorm = LlamaRMSNorm(c.hidden, c.eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab, c.hidden)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(c) for _ in range(c.layers))
+        self.norm = LlamaRMSNorm(c.hidden, c.eps)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, c: LlamaConfig):
+        super().__init__()
+        self.model = LlamaModel(c)
+        self.lm_head = nn.Linear(c.hidden, c.vocab, bias=False)  # not tied in Llama 2
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.model(ids))
+
+
 class RNNModel(nn.Module):
     """AWD-LSTM's RNNModel as ByteComp's `lstm/model.py` configures it: tied, no weight drop."""
 
@@ -332,8 +442,18 @@ def bert_squad(large: bool) -> nn.Module:
     return BertForQuestionAnswering(BertConfig(**{**c.__dict__, "vocab": 30528}))
 
 
-def gpt2() -> nn.Module:
-    return GPT2LMHeadModel(GPT2Config())
+def gpt2(size: str = "small") -> nn.Module:
+    hidden, layers, heads = {
+        "small": (768, 12, 12),
+        "medium": (1024, 24, 16),
+        "large": (1280, 36, 20),
+        "xl": (1600, 48, 25),
+    }[size]
+    return GPT2LMHeadModel(GPT2Config(hidden=hidden, layers=layers, heads=heads))
+
+
+def llama2_7b() -> nn.Module:
+    return LlamaForCausalLM(LlamaConfig())
 
 
 def lstm() -> nn.Module:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from gcbench.zoo import language, vision
+from gcbench.zoo import imagenet, language, vision
 
 
 def _ugatit() -> nn.Module:
@@ -30,11 +30,19 @@ BUILDERS: dict[str, Callable[[], nn.Module]] = {
     "resnet152": lambda: vision.resnet(152),
     "resnet110": vision.resnet110,
     "resnet18-cifar": vision.resnet18_cifar,
+    "inception-v3": imagenet.inception_v3,
+    "densenet121": imagenet.densenet121,
+    "mobilenet-v2": imagenet.mobilenet_v2,
+    "vit-b-16": imagenet.vit_b_16,
     "bert-base": lambda: language.bert_pretraining(large=False),
     "bert-large": lambda: language.bert_pretraining(large=True),
     "bert-base-squad": lambda: language.bert_squad(large=False),
     "bert-large-squad": lambda: language.bert_squad(large=True),
     "gpt2": language.gpt2,
+    "gpt2-medium": lambda: language.gpt2("medium"),
+    "gpt2-large": lambda: language.gpt2("large"),
+    "gpt2-xl": lambda: language.gpt2("xl"),
+    "llama-2-7b": language.llama2_7b,
     "lstm": language.lstm,
     "ugatit": _ugatit,
     "tiny-transformer": language.tiny_transformer,
