@@ -531,6 +531,28 @@ def _dumps(data: Any, indent: int | None = None, default: Any = None) -> str:
 
 
 @app.command()
+def networks(
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """List the shipped network profiles (suites: `network: {profile: NAME}`; simulate:
+    --network NAME): each one's values and where they come from."""
+    from gcbench.config.network_profile import preset_names, read_network_profile
+
+    rows = []
+    for name in preset_names():
+        profile, _, digest = read_network_profile(name)
+        rows.append({**profile.model_dump(exclude_none=True), "sha256": digest})
+    if json_out:
+        typer.echo(_dumps(rows, indent=1))
+        return
+    for r in rows:
+        values = " ".join(f"{k}={v}" for k, v in r["network"].items())
+        extra = f" compute_scale={r['compute_scale']:g}" if r["compute_scale"] != 1 else ""
+        typer.echo(f"{r['name']}: {values}{extra}")
+        typer.echo(f"  {r['source']}")
+
+
+@app.command()
 def devices(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
@@ -730,7 +752,12 @@ NETWORK_FLAGS = {
     "inter_efficiency": "--inter-efficiency",
     "nics_per_machine": "--nics-per-machine",
     "server_gbps": "--server-gbps",
+    "profile": "--network",
+    "compute_scale": "--compute-scale",
 }
+# Network fields no flag sets: the profile's digest (filled in from it) and its
+# per-collective overrides (a profile file holds them).
+NETWORK_UNFLAGGED = ("profile_sha256", "overrides")
 CLUSTER_FLAGS = {
     "machines": "--machines",
     "gpus_per_machine": "--gpus-per-machine",
@@ -752,8 +779,23 @@ STRATEGY_HELP = (
 def simulate(
     model: Annotated[str, typer.Option("--model", help="A zoo model (gcbench models).")],
     inter_gbps: Annotated[
-        float, typer.Option("--inter-gbps", help="Gbit/s per machine between machines.")
-    ],
+        float | None,
+        _opt(
+            "--inter-gbps",
+            "Gbit/s per machine between machines (required unless --network gives it).",
+        ),
+    ] = None,
+    network: Annotated[
+        str | None,
+        _opt(
+            "--network",
+            "A network profile: a preset's name (gcbench networks) or a YAML "
+            "file; the other network flags override its values.",
+        ),
+    ] = None,
+    compute_scale: Annotated[
+        float | None, _opt("--compute-scale", "Multiply the device's compute times (1).")
+    ] = None,
     strategy: Annotated[
         str | None,
         typer.Option(
@@ -801,7 +843,7 @@ def simulate(
     summation_gbs: Annotated[
         float | None, _opt("--summation-gbs", "GB/s a CPU server sums (default: ample).")
     ] = None,
-    intra: Annotated[str, typer.Option("--intra", help="nvlink or pcie.")] = "nvlink",
+    intra: Annotated[str | None, _opt("--intra", "nvlink (default) or pcie.")] = None,
     intra_gbs: Annotated[
         float | None, _opt("--intra-gbs", "GB/s per GPU inside a machine (default by --intra).")
     ] = None,
@@ -1016,8 +1058,7 @@ def _flags_cell(given: dict[str, Any]) -> Any:
     except ValidationError as e:
         raise ConfigError(
             [
-                f"{_cell_flag(err['loc'], err['msg'])}: "
-                f"{err['msg'].removeprefix('Value error, ')}"
+                f"{_cell_flag(err['loc'], err['msg'])}: {err['msg'].removeprefix('Value error, ')}"
                 for err in e.errors()
             ]
         ) from None
@@ -1121,9 +1162,7 @@ def _plan_signature() -> None:
     at = next(i for i, p in enumerate(params) if p.name == "json_out")
     params.insert(
         at,
-        inspect.Parameter(
-            "constraints", params[at].kind, default=None, annotation=constraints
-        ),
+        inspect.Parameter("constraints", params[at].kind, default=None, annotation=constraints),
     )
     plan.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     plan.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
@@ -1430,8 +1469,10 @@ def options(
         f"hierarchical), {n['options']:,} options with GPU/CPU placements "
         f"({n['flat_options']:,} flat, {n['hierarchical_options']:,} hierarchical)"
     )
-    typer.echo("phases level:collective (* compressed); gc/cc compress on GPU/CPU, gd/cd "
-               "decompress; placements = 2^(operations)")
+    typer.echo(
+        "phases level:collective (* compressed); gc/cc compress on GPU/CPU, gd/cd "
+        "decompress; placements = 2^(operations)"
+    )
     for o in every if show_all else paths:
         k = 2 ** len(o.ops)
         placements = "" if show_all else f"  [{k} placement{'s' if k > 1 else ''}]"

@@ -38,7 +38,9 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from gcbench.comm.collectives import COLLECTIVES
 from gcbench.compress.specs import KINDS, CompressorSpec, NoneSpec
+from gcbench.config.network_profile import InterOverride
 from gcbench.config.strategies import (
     ADDITIVE,
     PLANNERS,
@@ -226,6 +228,13 @@ def read_costs(path: Path) -> tuple[Any, str]:
 # Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
 # V100 has 6 links x 25 GB/s; a PCIe 3.0 x16 slot 15.75 GB/s.
 INTRA_DEFAULT_GBS = {"nvlink": 150.0, "pcie": 15.75}
+# The simulator's collectives (`gcbench.comm.collectives`): what a network profile's
+# per-collective overrides name.
+LinkCollective = Literal[
+    "allreduce", "reduce_scatter", "allgather", "allgather_payload", "alltoall", "broadcast",
+    "reduce", "gather",
+]  # fmt: skip
+assert set(LinkCollective.__args__) == set(COLLECTIVES)  # type: ignore[attr-defined]
 
 
 class Network(_Frozen):
@@ -245,10 +254,32 @@ class Network(_Frozen):
     server_gbps: Rate | None = Field(
         None, description="Gbit/s of each CPU server's NICs (default: inter_gbps)"
     )
+    profile: str | None = Field(
+        None,
+        description="a network profile: a shipped preset's name (`gcbench networks`) or a "
+        "YAML file (relative to the suite file); fields given beside it override it",
+    )
+    profile_sha256: str | None = Field(
+        None, description="filled in from the profile so results follow its content"
+    )
+    compute_scale: float = Field(
+        1.0,
+        gt=0,
+        le=1000,
+        description="multiplies the device's compute times (a calibrated testbed whose GPUs "
+        "the device table misjudges)",
+    )
+    overrides: dict[LinkCollective, InterOverride] | None = Field(
+        None, description="per collective: its own inter-machine efficiency and latency"
+    )
 
     @model_validator(mode="before")
     @classmethod
-    def _fill(cls, data: Any) -> Any:
+    def _fill(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("profile"), str):
+            from gcbench.config.network_profile import apply_profile
+
+            data = apply_profile(data, (info.context or {}).get("base_dir"))
         if isinstance(data, dict) and data.get("intra_gbs") is None:
             kind = data.get("intra", "nvlink")
             if kind in INTRA_DEFAULT_GBS:
@@ -798,6 +829,12 @@ class Cell(_Frozen):
             "inter_efficiency": n.inter_efficiency,
             "nics_per_machine": n.nics_per_machine,
             "server_gbps": n.server_gbps,
+            "network_profile": n.profile,
+            "compute_scale": n.compute_scale,
+            "inter_overrides": None if not n.overrides else json.dumps(
+                {k: v.model_dump(exclude_none=True) for k, v in n.overrides.items()},
+                sort_keys=True,
+            ),
             "device": self.device,
             "mode": self.mode,
             "clock": self.clock if self.mode == "emulate" else None,

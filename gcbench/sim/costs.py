@@ -65,10 +65,27 @@ def cell_profile(cell: Cell) -> ModelProfile:
     if m.profile is not None:
         from gcbench.zoo.profile_io import file_profile
 
-        return file_profile(
+        profile = file_profile(
             m.profile, m.profile_sha256, m.name, m.batch_size, m.seq_len, cell.device
         )
-    return model_profile(m.name, m.batch_size, cell.device, m.seq_len)
+    else:
+        profile = model_profile(m.name, m.batch_size, cell.device, m.seq_len)
+    scale = cell.network.compute_scale
+    return profile if scale == 1.0 else scaled_profile(profile, scale)
+
+
+def scaled_profile(profile: ModelProfile, scale: float) -> ModelProfile:
+    """`profile` with its forward, backward and update times multiplied by `scale` (a
+    calibrated network profile's `compute_scale`, for GPUs the device table misjudges)."""
+    from dataclasses import replace
+
+    return replace(
+        profile,
+        forward_s=profile.forward_s * scale,
+        update_s=profile.update_s * scale,
+        tensors=tuple(replace(t, backward_s=t.backward_s * scale) for t in profile.tensors),
+        notes=(*profile.notes, f"compute times x {scale:g} (network profile compute_scale)"),
+    )
 
 
 def machine_for(cell: Cell) -> Machine:
@@ -118,6 +135,10 @@ def costs_for(cell: Cell, option: Option | None = None) -> Costs:
         server_link=server,
         summation_Bps=None if cl.summation_gbs is None else cl.summation_gbs * 1e9,
         server_cores=cl.cpu_cores,
+        inter_overrides=tuple(
+            (name, o.inter_efficiency, o.inter_latency_us and o.inter_latency_us * 1e-6)
+            for name, o in sorted((n.overrides or {}).items())
+        ),
         **kw,
     )
 

@@ -122,6 +122,9 @@ class Costs:
     server_cores: int = 16  # cores of a server, for server-side (de)compression
     partition_bytes: float = PARTITION_BYTES  # PS partitions dealt to the servers
     pipeline_fill: bool = True  # PS: count the last partition's fill of the pipeline
+    # A network profile's per-collective overrides of the inter-machine link: (collective,
+    # efficiency or None, latency in seconds or None); the link's own values otherwise.
+    inter_overrides: tuple[tuple[str, float | None, float | None], ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -286,12 +289,26 @@ class _Ctx:
         a, b, w = shape
         return (a + b * nbytes if nbytes > 0 and b else 0.0), w * nbytes
 
+    def _override(self, name: str, link: Link) -> Link:
+        """The link a collective crossing machines runs on: `link`, or with the network
+        profile's efficiency and latency for that collective."""
+        for collective, efficiency, latency_s in self.c.inter_overrides:
+            if collective == name:
+                return Link(
+                    link.bandwidth_Bps,
+                    link.latency_s if latency_s is None else latency_s,
+                    link.efficiency if efficiency is None else efficiency,
+                )
+        return link
+
     def _shape(self, level: str, name: str, rings: int) -> tuple[float, float, float] | None:
         n = self.n[level]
         if level == "inter":
-            link, share = self.ring_links[rings], rings / self.G
+            link, share = self._override(name, self.ring_links[rings]), rings / self.G
         elif level == "flat" and self.M > 1:
-            link, share = self.flat_link, 1.0
+            inter = self._override(name, self.c.inter)
+            flat = self.flat_link if inter is self.c.inter else slowest_link(self.c.machine, inter)
+            link, share = flat, 1.0
         elif self.c.machine.switches == 1:
             link, share = self.c.machine.intra, 1.0
         else:

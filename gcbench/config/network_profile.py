@@ -1,0 +1,166 @@
+"""Network profiles: a testbed's links as one YAML file, named by a suite or a command.
+
+    name: bytecomp-nvlink-100g
+    source: where the numbers come from (a paper's table, a measurement, `gcbench calibrate`)
+    description: optional words for people
+    network:                      # any Network field: intra, intra_gbs, intra_latency_us,
+      intra: nvlink               # intra_efficiency, inter_gbps, inter_latency_us,
+      inter_gbps: 100             # inter_efficiency, nics_per_machine, server_gbps
+      inter_efficiency: 0.7
+    compute_scale: 1.0            # optional: multiplies the device's compute times
+    overrides:                    # optional: per collective, on the inter-machine link
+      allgather: {inter_efficiency: 0.5, inter_latency_us: 40}
+    fit: {...}                    # optional: what `gcbench calibrate` fitted, and how well
+
+A suite names one in a network entry, `network: {profile: NAME-or-PATH, inter_gbps: 25}`
+(a path is relative to the suite file), and `gcbench simulate --network NAME-or-PATH`;
+fields given beside it override the profile's. Shipped presets live in
+`gcbench/data/networks/` (`gcbench networks` lists them). The profile's content is part
+of the cell id (its sha256), so results follow the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gcbench.comm.collectives import COLLECTIVES
+
+MAX_BYTES = 256 * 1024  # a profile with its fit report is a few kB
+NETWORK_FIELDS = (
+    "intra",
+    "intra_gbs",
+    "intra_latency_us",
+    "intra_efficiency",
+    "inter_gbps",
+    "inter_latency_us",
+    "inter_efficiency",
+    "nics_per_machine",
+    "server_gbps",
+)
+
+
+class InterOverride(BaseModel):
+    """One collective's own inter-machine efficiency and latency (the others keep the
+    link's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    inter_efficiency: float | None = Field(None, gt=0, le=1)
+    inter_latency_us: float | None = Field(None, ge=0, le=1e6)
+
+
+class NetworkProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: str = Field(min_length=1, max_length=100)
+    source: str = Field(min_length=1, description="where the numbers come from")
+    description: str | None = None
+    network: dict[str, Any] = Field(default_factory=dict)
+    compute_scale: float = Field(1.0, gt=0, le=1000)
+    overrides: dict[str, InterOverride] = Field(default_factory=dict)
+    fit: dict[str, Any] | None = None
+
+    def model_post_init(self, _context: Any) -> None:
+        unknown = sorted(set(self.network) - set(NETWORK_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"network: unknown field(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(NETWORK_FIELDS)}"
+            )
+        bad = sorted(set(self.overrides) - set(COLLECTIVES))
+        if bad:
+            raise ValueError(
+                f"overrides: unknown collective(s) {', '.join(bad)}; "
+                f"valid: {', '.join(COLLECTIVES)}"
+            )
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("gcbench.data").joinpath("networks")
+    return sorted(
+        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+    )
+
+
+def _preset_bytes(name: str) -> bytes | None:
+    if name not in preset_names():
+        return None
+    return resources.files("gcbench.data").joinpath("networks", f"{name}.yaml").read_bytes()
+
+
+def parse_network_profile(raw: bytes, where: str) -> NetworkProfile:
+    """A profile from the bytes of its file; a mistake is a ValueError of one line that
+    starts with `where`."""
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise ValueError(f"{where}{at}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: a network profile is a mapping (name, source, network, ...)")
+    try:
+        return NetworkProfile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None
+
+
+def read_network_profile(
+    spec: str, base_dir: Path | None = None
+) -> tuple[NetworkProfile, str, str]:
+    """(profile, how cells name it, sha256 of its bytes) for a preset's name or a file
+    path (relative to `base_dir`, a suite file's folder). ValueError of one line on any
+    mistake."""
+    from gcbench.config.models import suite_path
+
+    raw = _preset_bytes(spec) if "/" not in spec and not spec.endswith((".yaml", ".yml")) else None
+    named = spec
+    if raw is None:
+        path = suite_path(spec, base_dir)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_BYTES + 1)
+        except OSError as e:
+            if "/" not in spec and not spec.endswith((".yaml", ".yml")):
+                raise ValueError(
+                    f"network profile {spec!r}: no preset of that name (presets: "
+                    f"{', '.join(preset_names())}) and no file {path}"
+                ) from None
+            why = e.strerror or type(e).__name__
+            raise ValueError(f"{path}: cannot read the network profile ({why})") from None
+        if len(raw) > MAX_BYTES:
+            raise ValueError(f"{path}: more than {MAX_BYTES:,} bytes; not a network profile")
+        named = str(path)
+    profile = parse_network_profile(raw, named)
+    return profile, named, hashlib.sha256(raw).hexdigest()
+
+
+def apply_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """A network entry that names a profile, with the profile's values under the ones the
+    entry gives, its canonical name, sha256, compute scale and overrides."""
+    profile, named, digest = read_network_profile(str(data["profile"]), base_dir)
+    merged: dict[str, Any] = {**profile.network, **data, "profile": named, "profile_sha256": digest}
+    merged.setdefault("compute_scale", profile.compute_scale)
+    if profile.overrides and "overrides" not in data:
+        merged["overrides"] = {
+            k: v.model_dump(exclude_none=True) for k, v in profile.overrides.items()
+        }
+    return merged
+
+
+def dump_network_profile(profile: NetworkProfile) -> str:
+    """The YAML text of a profile (what `gcbench calibrate --out` writes)."""
+    data = profile.model_dump(exclude_none=True)
+    if not data.get("overrides"):
+        data.pop("overrides", None)
+    if data.get("compute_scale") == 1.0:
+        data.pop("compute_scale")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)

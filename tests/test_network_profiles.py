@@ -1,0 +1,139 @@
+"""Network profiles (issue #12): shipped presets with their sources, files named by
+suites and by `gcbench simulate --network`, per-collective overrides and compute scale."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gcbench.cli import app
+from gcbench.config import Cell, expand, load_suite
+from gcbench.config.models import Network
+from gcbench.config.network_profile import preset_names, read_network_profile
+from gcbench.errors import ConfigError
+from gcbench.sim import simulate_cell
+
+from conftest import write
+
+
+def cell(network: dict, strategy: str = "fp32", compressor: str = "none", **extra) -> Cell:
+    return Cell.model_validate({
+        "model": "resnet50", "network": network, "cluster": {"machines": 4},
+        "strategy": strategy, "compressor": compressor, **extra,
+    })  # fmt: skip
+
+
+def iteration(c: Cell) -> float:
+    return simulate_cell(c).metrics["iteration_s"]
+
+
+def test_every_preset_loads_and_says_where_its_numbers_come_from():
+    assert {"default", "ideal", "bytecomp-nvlink-100g", "bytecomp-pcie-25g", "covap-30g"} <= set(
+        preset_names()
+    )
+    for name in preset_names():
+        profile, named, digest = read_network_profile(name)
+        assert named == name and len(digest) == 64 and len(profile.source) > 40
+
+
+def test_the_default_preset_is_what_a_cell_gets_without_a_profile():
+    """The documented default and the built-in one are the same numbers."""
+    profile, _, _ = read_network_profile("default")
+    defaults = Network.model_validate({"inter_gbps": 10})
+    for key, value in profile.network.items():
+        assert getattr(defaults, key) == value, key
+    assert iteration(cell({"profile": "default", "inter_gbps": 10})) == iteration(
+        cell({"inter_gbps": 10})
+    )
+
+
+def test_a_profile_fills_the_network_and_fields_beside_it_win():
+    c = cell({"profile": "bytecomp-pcie-25g"})
+    assert (c.network.intra, c.network.inter_gbps, c.network.intra_gbs) == ("pcie", 25.0, 15.75)
+    plain = cell({"intra": "pcie", "intra_gbs": 15.75, "inter_gbps": 25})
+    assert iteration(c) == iteration(plain)
+    assert c.id != plain.id  # the profile (and its content) is part of the id
+    assert cell({"profile": "bytecomp-pcie-25g", "inter_gbps": 10}).network.inter_gbps == 10
+
+
+def test_a_suite_names_a_profile_file_beside_it_and_results_follow_its_content(tmp_path):
+    write(tmp_path, "net.yaml", "name: lab\nsource: our iperf runs\nnetwork:\n"
+          "  inter_gbps: 40\n  inter_efficiency: 0.5\n")  # fmt: skip
+    suite_text = (
+        "name: s\ngrid:\n  model: [resnet50]\n  strategy: [fp32]\n"
+        "  network: [{profile: net.yaml}]\n  cluster: [{machines: 2}]\n"
+    )
+    suite = load_suite(write(tmp_path, "s.yaml", suite_text))
+    (c,) = expand(suite)
+    assert c.network.profile == str(tmp_path / "net.yaml")
+    assert (c.network.inter_gbps, c.network.inter_efficiency) == (40, 0.5)
+    write(tmp_path, "net.yaml", "name: lab\nsource: our iperf runs\nnetwork:\n"
+          "  inter_gbps: 40\n  inter_efficiency: 0.6\n")  # fmt: skip
+    (again,) = expand(load_suite(tmp_path / "s.yaml"))
+    assert again.id != c.id and again.network.inter_efficiency == 0.6
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: x\nsource: y\nnetwork: {inter_gbs: 4}\n", "network: unknown field(s) inter_gbs"),
+        ("name: x\nnetwork: {}\n", "source: Field required"),
+        ("name: x\nsource: y\noverrides: {allreduse: {}}\n", "unknown collective(s) allreduse"),
+        ("name: x\nsource: y\ncompute_scale: 0\n", "compute_scale: Input should be greater"),
+        ("name: x\nsource: y\nnetwork: [\n", "net.yaml:4: not valid YAML"),
+        ("- a list\n", "a network profile is a mapping"),
+    ],
+)
+def test_a_bad_profile_is_one_line_naming_the_file(tmp_path, text, message):
+    write(tmp_path, "net.yaml", text)
+    suite = write(tmp_path, "s.yaml", "name: s\ngrid:\n  model: [resnet50]\n  strategy: [fp32]\n"
+                  "  network: [{profile: net.yaml}]\n  cluster: [{machines: 2}]\n")  # fmt: skip
+    with pytest.raises(ConfigError) as e:
+        load_suite(suite)
+    (line,) = e.value.messages
+    assert "net.yaml" in line and message in line, line
+
+
+def test_an_override_changes_its_collective_only():
+    """fp32 allreduces every bucket across machines: an allreduce override of the
+    efficiency is the same as that efficiency on the whole link; an allgather override
+    changes nothing there."""
+    base = {"inter_gbps": 10}
+    slow = cell({**base, "overrides": {"allreduce": {"inter_efficiency": 0.35}}})
+    assert iteration(slow) == iteration(cell({**base, "inter_efficiency": 0.35}))
+    assert iteration(slow) > iteration(cell(base))
+    other = cell({**base, "overrides": {"allgather": {"inter_efficiency": 0.35}}})
+    assert iteration(other) == iteration(cell(base))
+    # and allgather of compressed payloads does feel it
+    ag = {"strategy": "allgather", "compressor": "dgc-1pct"}
+    assert iteration(cell({**base, "overrides": {"allgather_payload": {"inter_latency_us": 500}}},
+                          **ag)) > iteration(cell(base, **ag))  # fmt: skip
+
+
+def test_compute_scale_multiplies_the_compute_time():
+    one = simulate_cell(cell({"inter_gbps": 10})).metrics
+    two = simulate_cell(cell({"inter_gbps": 10, "compute_scale": 2})).metrics
+    assert two["compute_s"] == pytest.approx(2 * one["compute_s"], rel=1e-12)
+
+
+def test_simulate_takes_a_network_profile_and_flags_override_it(tmp_path):
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--machines", "2",
+                                 "--network", "bytecomp-pcie-25g", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)["cell"]
+    assert (got["network_profile"], got["intra"], got["inter_gbps"]) == (
+        "bytecomp-pcie-25g", "pcie", 25.0,
+    )  # fmt: skip
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--machines", "2",
+                                 "--network", "bytecomp-pcie-25g", "--inter-gbps", "5",
+                                 "--json"])  # fmt: skip
+    assert json.loads(r.stdout)["cell"]["inter_gbps"] == 5.0
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--network", "nope"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: --network: network profile 'nope': no preset")
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50"])
+    assert r.exit_code == 2 and r.stderr == "error: --inter-gbps: Field required\n"
+    r = CliRunner().invoke(app, ["networks", "--json"])
+    assert {p["name"] for p in json.loads(r.stdout)} == set(preset_names())
