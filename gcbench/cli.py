@@ -531,6 +531,78 @@ def _dumps(data: Any, indent: int | None = None, default: Any = None) -> str:
 
 
 @app.command()
+def calibrate(
+    points: Annotated[
+        Path,
+        typer.Argument(
+            help="Measurements: a POINTS YAML file (docs/calibration.md) or an nccl-tests "
+            "*_perf output, read as is."
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the fitted network profile here.")
+    ] = None,
+    fit: Annotated[
+        str,
+        typer.Option(
+            "--fit",
+            help="Parameters to fit, comma-separated: inter_efficiency, inter_latency_us, "
+            "intra_efficiency, intra_latency_us, compute_scale.",
+        ),
+    ] = "inter_efficiency",
+    network: Annotated[
+        str | None,
+        typer.Option(
+            "--network",
+            help="The testbed's network (a profile's name or file) where POINTS gives none, "
+            "e.g. for an nccl-tests output; POINTS' own network fields override it.",
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Fit a network profile to measured points: collective timings (yours, or
+    nccl-tests output) or end-to-end iteration times, scaling factors or throughputs.
+    Prints the fit (values, R², each point's residual); --out writes the profile, which
+    suites name as `network: {profile: FILE}` and simulate as --network FILE."""
+    from gcbench import calibrate as cal
+    from gcbench.config.network_profile import dump_network_profile
+    from gcbench.files import atomic_write, check_writable
+
+    params = [p.strip() for p in fit.split(",") if p.strip()]
+    with _errors():
+        if out is not None:
+            check_writable(out, "--out", file=True)
+        fitted = cal.calibrate(points, params, network)
+        if out is not None:
+            atomic_write(out, dump_network_profile(fitted).encode())
+    profile = fitted.model_dump(exclude_none=True)
+    if json_out:
+        typer.echo(_dumps(profile, indent=1))
+        return
+    report = profile["fit"]
+    values = ", ".join(f"{k} = {v:g}" for k, v in report["parameters"].items())
+    typer.echo(f"fitted {values} on {len(report['points'])} points ({report['method']})")
+    typer.echo(
+        f"R² {report['r2']:.4f} (relative weights); median |relative error| "
+        f"{report['median_abs_relative_error']:.1%}"
+    )
+    worst = sorted(report["points"], key=lambda r: -abs(r["relative_error"]))[:5]
+    for r in worst:
+        typer.echo(
+            f"  {r['relative_error']:+7.1%}  measured {r['measured']:.6g}  predicted "
+            f"{r['predicted']:.6g}  {r['point']}"
+        )
+    for p in report["bound_hits"]:
+        typer.echo(
+            f"warning: {p} ended on a bound of its range; the points may want a value "
+            "gcbench does not allow (check the line rates)",
+            err=True,
+        )
+    if out is not None:
+        typer.echo(f"profile: {out}")
+
+
+@app.command()
 def networks(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:

@@ -1,0 +1,509 @@
+"""`gcbench calibrate POINTS --out NET.yaml`: fit a network profile to measurements.
+
+POINTS is a YAML file (or an nccl-tests output, read as is):
+
+    name: our-cluster                 # the profile's name (default: the file's stem)
+    source: nccl-tests on 4 x 8 A100, 2026-11-20      # said in the profile
+    network: {profile: default, inter_gbps: 100}      # the testbed's line rates (any
+                                                      # network field, or a profile)
+    points:
+      - {collective: allreduce, ranks: 16, bytes: 1048576, seconds: 0.00042, level: inter}
+      - {nccl_tests: all_reduce_perf.log}             # its ranks, hosts and sizes read
+      - {model: resnet50, batch: 32, device: v100, machines: 8, gpus_per_machine: 8,
+         intra: nvlink, inter_gbps: 100, strategy: fp32, compressor: none,
+         iteration_s: 0.131}          # or scaling_factor: ..., or throughput: ...
+
+A collective timing is modelled as gcbench times a collective over `ranks` ranks on one
+link (`gcbench.comm.collectives`: steps x latency + factor x bytes / (efficiency x line
+rate)); `level: inter` is the machines' NICs (one rank per machine, or a flat ring over
+every GPU of machines whose NICs are the bottleneck, as nccl-tests across nodes), `intra`
+a machine's GPU link. An end-to-end point is a cell, simulated.
+
+The fit minimises the sum of squared relative errors (a 30 us point counts as much as a
+300 ms one) over the parameters named by `--fit` (default: `inter_efficiency`) within
+their bounds: exactly (weighted least squares, `comm.calibrate.fit_affine`) when every
+point is a collective timing of one level and only that level's efficiency and latency
+are fitted, else by coordinate descent with golden-section searches, simulating every
+point at each step. A fit that cannot be made says so in one line: no points, a
+parameter that moves no point's prediction, a point gcbench cannot simulate. A
+parameter that ends on a bound is fitted but flagged (`bound_hits`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from gcbench.comm.collectives import COLLECTIVES, Link, collective_s, cost_shape
+from gcbench.config.network_profile import NetworkProfile
+from gcbench.errors import ConfigError
+
+FITTABLE = ("inter_efficiency", "inter_latency_us", "intra_efficiency", "intra_latency_us",
+            "compute_scale")  # fmt: skip
+BOUNDS: dict[str, tuple[float, float]] = {
+    "inter_efficiency": (0.01, 1.0),
+    "intra_efficiency": (0.01, 1.0),
+    "inter_latency_us": (0.0, 10_000.0),
+    "intra_latency_us": (0.0, 10_000.0),
+    "compute_scale": (0.05, 20.0),
+}
+METRICS = ("iteration_s", "scaling_factor", "throughput")
+NEED_INTER_GBPS = (
+    "network: inter_gbps: give the line rate the inter-machine timings were measured at "
+    "(network: {inter_gbps: ...})"
+)
+
+
+class _Point(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class CollectivePoint(_Point):
+    collective: str
+    ranks: int = Field(ge=2, le=1_000_000)
+    bytes: float = Field(gt=0, le=1e15)
+    seconds: float = Field(gt=0, le=1e6)
+    level: Literal["inter", "intra"] = "inter"
+
+    @model_validator(mode="after")
+    def _known(self) -> CollectivePoint:
+        name = self.collective.replace("-", "_").lower()
+        if name not in COLLECTIVES:
+            raise ValueError(
+                f"unknown collective {self.collective!r}; valid: {', '.join(COLLECTIVES)}"
+            )
+        self.collective = name
+        return self
+
+
+class NcclPoint(_Point):
+    nccl_tests: str = Field(description="an nccl-tests output file (relative to POINTS)")
+    collective: str | None = None  # default: from the file's header, else allreduce
+    ranks: int | None = Field(None, ge=2)  # default: the file's "# Rank" lines
+    level: Literal["inter", "intra"] | None = None  # default: inter when 2+ hosts
+
+
+class CellPoint(_Point):
+    model: str
+    batch: int | None = Field(None, gt=0)
+    seq_len: int | None = Field(None, gt=0)
+    device: str = "v100"
+    machines: int = Field(ge=1)
+    gpus_per_machine: int = Field(8, ge=1)
+    intra: Literal["nvlink", "pcie"] | None = None
+    inter_gbps: float | None = Field(None, gt=0)
+    strategy: str = "fp32"
+    compressor: str = "none"
+    iteration_s: float | None = Field(None, gt=0)
+    scaling_factor: float | None = Field(None, gt=0)
+    throughput: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_metric(self) -> CellPoint:
+        given = [m for m in METRICS if getattr(self, m) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {', '.join(METRICS)} (got {len(given)})")
+        return self
+
+    @property
+    def metric(self) -> str:
+        return next(m for m in METRICS if getattr(self, m) is not None)
+
+    @property
+    def measured(self) -> float:
+        return float(getattr(self, self.metric))
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, NcclPoint):
+        return "nccl"
+    if isinstance(value, CellPoint):
+        return "cell"
+    if isinstance(value, dict):
+        if "nccl_tests" in value:
+            return "nccl"
+        if "model" in value:
+            return "cell"
+    return "collective"
+
+
+AnyPoint = Annotated[
+    Annotated[CollectivePoint, Tag("collective")]
+    | Annotated[NcclPoint, Tag("nccl")]
+    | Annotated[CellPoint, Tag("cell")],
+    Discriminator(_kind),
+]
+
+
+class PointsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: str | None = Field(None, min_length=1, max_length=100)
+    source: str | None = None
+    network: dict[str, Any] = Field(default_factory=dict)
+    points: list[AnyPoint] = Field(min_length=1)
+
+
+# --------------------------------------------------------------------------- nccl-tests
+
+_COLLECTIVE_OF = {"all_reduce": "allreduce", "all_gather": "allgather",
+                  "reduce_scatter": "reduce_scatter", "alltoall": "alltoall",
+                  "broadcast": "broadcast", "reduce": "reduce", "gather": "gather"}  # fmt: skip
+
+
+@dataclass
+class NcclRun:
+    collective: str | None
+    ranks: int | None
+    hosts: int
+    points: list[tuple[float, float]]  # (bytes, out-of-place seconds)
+
+
+def is_nccl_output(text: str) -> bool:
+    return bool(re.search(r"^#\s+size\s+count\s+type", text, re.M))
+
+
+def parse_nccl_tests(text: str, where: str) -> NcclRun:
+    """The out-of-place (bytes, seconds) rows of an nccl-tests `*_perf` output, its ranks
+    (one `#  Rank` line each) and hosts, and the collective its header names."""
+    names: list[str] | None = None
+    points, ranks, hosts = [], 0, set()
+    collective = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if m := re.match(r"#\s*Collective test starting:\s*(\w+?)_perf", line):
+            collective = _COLLECTIVE_OF.get(m.group(1))
+        elif m := re.match(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)", line):
+            ranks += 1
+            hosts.add(m.group(1))
+        elif re.match(r"#\s+size\s+count\s+type", line):
+            names = line.lstrip("#").split()
+        elif names and line.strip() and not line.startswith("#"):
+            cells = line.split()
+            if len(cells) < names.index("time") + 1 or not cells[0].isdigit():
+                continue  # "# Out of bounds values", "# Avg bus bandwidth" and the like
+            try:
+                size, micros = float(cells[0]), float(cells[names.index("time")])
+            except ValueError:
+                raise ConfigError(
+                    f"{where}:{number}: cannot read size and time from {line.strip()!r}"
+                ) from None
+            if size > 0 and micros > 0:
+                points.append((size, micros * 1e-6))
+    if names is None or not points:
+        raise ConfigError(
+            f"{where}: no nccl-tests result rows (a '#  size  count  type ...' header and rows)"
+        )
+    return NcclRun(collective, ranks or None, len(hosts) or 1, points)
+
+
+# --------------------------------------------------------------------------- the fit
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One point ready to predict: a collective timing or a cell's metric."""
+
+    label: str
+    measured: float
+    collective: tuple[str, int, float, str] | None = None  # (name, ranks, bytes, level)
+    cell: CellPoint | None = None
+
+
+def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
+    out = []
+    for i, p in enumerate(points.points):
+        if isinstance(p, CollectivePoint):
+            label = f"points[{i}] {p.collective} {p.ranks} ranks {p.bytes:g} B"
+            out.append(Measurement(label, p.seconds, (p.collective, p.ranks, p.bytes, p.level)))
+        elif isinstance(p, NcclPoint):
+            path = (base_dir / p.nccl_tests).expanduser()
+            try:
+                text = path.read_text(errors="replace")
+            except OSError as e:
+                raise ConfigError(
+                    f"{path}: cannot read the nccl-tests output ({e.strerror or e})"
+                ) from None
+            run = parse_nccl_tests(text, str(path))
+            name = (p.collective or run.collective or "allreduce").replace("-", "_").lower()
+            ranks = p.ranks or run.ranks
+            if ranks is None:
+                raise ConfigError(f"{path}: no '#  Rank' lines: give `ranks:` beside `nccl_tests:`")
+            level = p.level or ("inter" if run.hosts > 1 else "intra")
+            for size, seconds in run.points:
+                out.append(Measurement(f"{path.name} {name} {ranks} ranks {size:g} B", seconds,
+                                       (name, ranks, size, level)))  # fmt: skip
+        else:
+            out.append(Measurement(f"points[{i}] {p.model} {p.machines}x{p.gpus_per_machine} "
+                                   f"{p.strategy} {p.metric}", p.measured, cell=p))  # fmt: skip
+    return out
+
+
+def _network(base: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """The points file's network resolved to plain fields (a profile expanded)."""
+    from gcbench.config.network_profile import apply_profile
+
+    net = dict(base)
+    if isinstance(net.get("profile"), str):
+        try:
+            net = apply_profile(net, base_dir)
+        except ValueError as e:
+            raise ConfigError(f"network: {e}") from None
+    for key in ("profile", "profile_sha256"):
+        net.pop(key, None)
+    return net
+
+
+def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float]], float]:
+    """How to predict `m` for given parameter values (the rest from `net`)."""
+    from gcbench.config import Cell
+    from gcbench.config.models import Network
+
+    defaults = Network.model_validate({"inter_gbps": 1, **net})
+    if m.collective is not None:
+        name, ranks, size, level = m.collective
+
+        def collective(values: dict[str, float]) -> float:
+            get = {**defaults.model_dump(), **values}.__getitem__
+            if level == "inter":
+                if "inter_gbps" not in net:
+                    raise ConfigError(NEED_INTER_GBPS)
+                link = Link(net["inter_gbps"] * 1e9 / 8, get("inter_latency_us") * 1e-6,
+                            get("inter_efficiency"))  # fmt: skip
+            else:
+                link = Link(get("intra_gbs") * 1e9, get("intra_latency_us") * 1e-6,
+                            get("intra_efficiency"))  # fmt: skip
+            return collective_s(name, size, ranks, link)
+
+        return collective
+    p = m.cell
+    assert p is not None
+    model: dict[str, Any] = {"name": p.model}
+    if p.batch is not None:
+        model["batch_size"] = p.batch
+    if p.seq_len is not None:
+        model["seq_len"] = p.seq_len
+    fixed = dict(net)
+    if p.intra is not None and p.intra != net.get("intra", "nvlink"):
+        fixed.pop("intra_gbs", None)  # another kind of machine: its default rate
+        fixed["intra"] = p.intra
+    if p.inter_gbps is not None:
+        fixed["inter_gbps"] = p.inter_gbps
+    from gcbench.sim import simulate_cell
+
+    def cell(values: dict[str, float]) -> float:
+        try:
+            c = Cell.model_validate({
+                "model": model, "device": p.device, "strategy": p.strategy,
+                "compressor": p.compressor,
+                "cluster": {"machines": p.machines, "gpus_per_machine": p.gpus_per_machine},
+                "network": {**fixed, **values},
+            })  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - pydantic's or the config's, as one line
+            first = str(e).splitlines()
+            raise ConfigError(
+                f"{m.label}: not a cell gcbench can simulate ({' '.join(first[:3])[:200]})"
+            ) from None
+        return float(simulate_cell(c).metrics[p.metric])
+
+    return cell
+
+
+@dataclass
+class FitResult:
+    values: dict[str, float]
+    predicted: list[float]
+    r2: float
+    bound_hits: list[str]
+    method: str
+
+
+def _loss(pred: list[float], meas: list[float]) -> float:
+    return sum(((p - t) / t) ** 2 for p, t in zip(pred, meas, strict=True))
+
+
+def _r2(pred: list[float], meas: list[float]) -> float:
+    w = [1 / t**2 for t in meas]
+    mean = sum(wi * t for wi, t in zip(w, meas, strict=True)) / sum(w)
+    tot = sum(wi * (t - mean) ** 2 for wi, t in zip(w, meas, strict=True))
+    res = sum(wi * (p - t) ** 2 for wi, p, t in zip(w, pred, meas, strict=True))
+    return 1 - res / tot if tot > 0 else (1.0 if res == 0 else -math.inf)
+
+
+def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitResult:
+    """Fit `params` to `ms` (see the module docstring)."""
+    from gcbench.config.models import Network
+
+    if not ms:
+        raise ConfigError("points: no points to fit")
+    unknown = [p for p in params if p not in FITTABLE]
+    if unknown or not params:
+        raise ConfigError(
+            f"--fit: {', '.join(unknown) or 'nothing'}: fit one or more of {', '.join(FITTABLE)}"
+        )
+    start_net = Network.model_validate({"inter_gbps": 1, **net}).model_dump()
+    start = {p: float(start_net[p]) for p in params}
+    predictors = [_predictor(m, net) for m in ms]
+    meas = [m.measured for m in ms]
+
+    def predict(values: dict[str, float]) -> list[float]:
+        return [f(values) for f in predictors]
+
+    # A parameter that moves no prediction cannot be fitted: say so, naming it.
+    for p in params:
+        lo, hi = BOUNDS[p]
+        a = predict({**start, p: lo + 0.25 * (hi - lo)})
+        b = predict({**start, p: lo + 0.75 * (hi - lo)})
+        if all(
+            abs(x - y) <= 1e-12 * max(abs(x), abs(y), 1e-300) for x, y in zip(a, b, strict=True)
+        ):
+            why = {"inter": "no point crosses machines", "intra": "no point uses a GPU link",
+                   "compute": "no point computes"}[p.split("_")[0]]  # fmt: skip
+            raise ConfigError(
+                f"--fit: {p} moves no point's prediction ({why}); leave it out of --fit"
+            )
+    levels = {m.collective[3] for m in ms if m.collective is not None}
+    exact = all(m.collective is not None for m in ms) and len(levels) == 1
+    level = next(iter(levels)) if exact else None
+    if exact and set(params) <= {f"{level}_efficiency", f"{level}_latency_us"}:
+        values = _exact(ms, net, start_net, params, level)  # type: ignore[arg-type]
+        method = "weighted least squares (exact)"
+    else:
+        values = _descent(predict, meas, start, params)
+        method = "coordinate descent, golden-section searches"
+    predicted = predict(values)
+    hits = [p for p in params
+            if any(abs(values[p] - b) <= 1e-6 * max(1.0, abs(b)) for b in BOUNDS[p])]  # fmt: skip
+    return FitResult(values, predicted, _r2(predicted, meas), hits, method)
+
+
+def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], params: list[str],
+           level: str) -> dict[str, float]:  # fmt: skip
+    """Weighted least squares over the collective timings of one level."""
+    from gcbench.comm.calibrate import fit_affine
+
+    if level == "inter":
+        if "inter_gbps" not in net:
+            raise ConfigError(NEED_INTER_GBPS)
+        B = net["inter_gbps"] * 1e9 / 8
+    else:
+        B = start["intra_gbs"] * 1e9
+    eff_name, lat_name = f"{level}_efficiency", f"{level}_latency_us"
+    shapes = [cost_shape(m.collective[0], m.collective[1]) for m in ms]  # type: ignore[index]
+    sizes = [m.collective[2] for m in ms]  # type: ignore[index]
+    points = [(float(i), m.measured) for i, m in enumerate(ms)]
+    line = lambda i: shapes[int(i)][1] * sizes[int(i)] / B  # noqa: E731
+    if lat_name in params and eff_name in params:
+        f = fit_affine(points, B, lambda i: shapes[int(i)][0], line)
+        return {lat_name: f.link.latency_s * 1e6, eff_name: f.link.efficiency}
+    if eff_name in params:  # latency fixed: an offset
+        alpha = start[lat_name] * 1e-6
+        f = fit_affine(points, B, lambda _: 0.0, line, lambda i: shapes[int(i)][0] * alpha)
+        return {eff_name: f.link.efficiency}
+    eta = start[eff_name]  # efficiency fixed: alpha = argmin, clamped to >= 0
+    w = [1 / m.measured**2 for m in ms]
+    a = [s[0] for s in shapes]
+    r = [m.measured - line(i) / eta for i, m in enumerate(ms)]
+    den = sum(wi * ai * ai for wi, ai in zip(w, a, strict=True))
+    alpha = max(0.0, sum(wi * ai * ri for wi, ai, ri in zip(w, a, r, strict=True)) / den)
+    return {lat_name: min(alpha * 1e6, BOUNDS[lat_name][1])}
+
+
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def _descent(predict: Callable[[dict[str, float]], list[float]], meas: list[float],
+             start: dict[str, float], params: list[str]) -> dict[str, float]:  # fmt: skip
+    """Coordinate descent: a golden-section search of each parameter over its bounds in
+    turn, until a round improves the loss by less than 1e-10 (at most 12 rounds)."""
+    values = dict(start)
+    best = _loss(predict(values), meas)
+    for _ in range(12):
+        before = best
+        for p in params:
+            lo, hi = BOUNDS[p]
+
+            def f(x: float, p: str = p, now: dict[str, float] = values) -> float:
+                return _loss(predict({**now, p: x}), meas)
+
+            a, b = lo, hi
+            c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+            fc, fd = f(c), f(d)
+            for _ in range(60):
+                if fc < fd:
+                    b, d, fd = d, c, fc
+                    c = b - GOLDEN * (b - a)
+                    fc = f(c)
+                else:
+                    a, c, fc = c, d, fd
+                    d = a + GOLDEN * (b - a)
+                    fd = f(d)
+                if b - a <= 1e-9 * max(1.0, abs(b)):
+                    break
+            for x in (lo, hi, (a + b) / 2):  # a bound can be the optimum
+                fx = f(x)
+                if fx < best:
+                    best, values = fx, {**values, p: x}
+        if before - best <= 1e-10 * max(before, 1e-300):
+            break
+    return values
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def read_points(path: Path, network: str | None) -> tuple[PointsFile, Path]:
+    """The points of `path` (a POINTS YAML file or an nccl-tests output) and the folder
+    its relative paths start from; `network` (a profile) under the file's own network."""
+    from gcbench.config.loader import load_model
+    from gcbench.files import read_limited
+
+    raw = read_limited(path, 16 * 2**20, "points")
+    text = raw.decode("utf-8", errors="replace")
+    if is_nccl_output(text):
+        points = PointsFile(points=[NcclPoint(nccl_tests=path.name)])
+    else:
+        points = load_model(path, PointsFile)
+    if network is not None:
+        points = points.model_copy(update={"network": {"profile": network, **points.network}})
+    return points, path.parent
+
+
+def calibrate(path: Path, params: list[str], network: str | None = None) -> NetworkProfile:
+    """Fit `params` to the points of `path`; returns the network profile, with its `fit`
+    report, that `gcbench calibrate --out` writes."""
+    points, base_dir = read_points(path, network)
+    net = _network(points.network, base_dir)
+    ms = measurements(points, base_dir)
+    result = fit(ms, net, params)
+    fitted = {k: float(f"{v:.6g}") for k, v in result.values.items()}
+    network_fields = {**{k: v for k, v in net.items() if k not in ("compute_scale", "overrides")},
+                      **{k: v for k, v in fitted.items() if k != "compute_scale"}}  # fmt: skip
+    errors = [(p - m.measured) / m.measured for m, p in zip(ms, result.predicted, strict=True)]
+    rows = [
+        {"point": m.label, "measured": m.measured, "predicted": p, "relative_error": e}
+        for m, p, e in zip(ms, result.predicted, errors, strict=True)
+    ]
+    source = f"gcbench calibrate {path.name}: {', '.join(params)} fitted to {len(ms)} points"
+    if points.source:
+        source += f" ({points.source})"
+    profile = NetworkProfile(
+        name=points.name or path.stem,
+        source=source,
+        network=network_fields,
+        compute_scale=fitted.get("compute_scale", float(net.get("compute_scale", 1.0))),
+        fit={
+            "parameters": fitted,
+            "method": result.method,
+            "weighting": "relative (squared relative errors)",
+            "r2": result.r2,
+            "bound_hits": result.bound_hits,
+            "median_abs_relative_error": sorted(abs(e) for e in errors)[len(errors) // 2],
+            "points": rows,
+        },
+    )
+    return profile
