@@ -56,7 +56,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 METRICS = ("iteration_s", "scaling_factor", "throughput")
 NEED_INTER_GBPS = (
     "network: inter_gbps: give the line rate the inter-machine timings were measured at "
-    "(network: {inter_gbps: ...})"
+    "(POINTS' network: {inter_gbps: ...}, or --inter-gbps)"
 )
 
 
@@ -473,11 +473,18 @@ def read_points(path: Path, network: str | None) -> tuple[PointsFile, Path]:
     return points, path.parent
 
 
-def calibrate(path: Path, params: list[str], network: str | None = None) -> NetworkProfile:
+def calibrate(
+    path: Path, params: list[str], network: str | None = None, inter_gbps: float | None = None
+) -> NetworkProfile:
     """Fit `params` to the points of `path`; returns the network profile, with its `fit`
-    report, that `gcbench calibrate --out` writes."""
+    report, that `gcbench calibrate --out` writes. `network` (a profile) lies under the
+    points file's network, `inter_gbps` over it."""
     points, base_dir = read_points(path, network)
     net = _network(points.network, base_dir)
+    if inter_gbps is not None:
+        if not (inter_gbps > 0 and math.isfinite(inter_gbps)):
+            raise ConfigError(f"--inter-gbps: must be a positive number, got {inter_gbps}")
+        net["inter_gbps"] = inter_gbps
     ms = measurements(points, base_dir)
     result = fit(ms, net, params)
     fitted = {k: float(f"{v:.6g}") for k, v in result.values.items()}

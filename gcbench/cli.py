@@ -558,6 +558,14 @@ def calibrate(
             "e.g. for an nccl-tests output; POINTS' own network fields override it.",
         ),
     ] = None,
+    inter_gbps: Annotated[
+        float | None,
+        _opt(
+            "--inter-gbps",
+            "The machines' line rate the points were measured at (Gbit/s), "
+            "over POINTS' and --network's.",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Fit a network profile to measured points: collective timings (yours, or
@@ -572,7 +580,7 @@ def calibrate(
     with _errors():
         if out is not None:
             check_writable(out, "--out", file=True)
-        fitted = cal.calibrate(points, params, network)
+        fitted = cal.calibrate(points, params, network, inter_gbps)
         if out is not None:
             atomic_write(out, dump_network_profile(fitted).encode())
     profile = fitted.model_dump(exclude_none=True)

@@ -116,6 +116,10 @@ def test_nccl_tests_output_is_read_as_is(tmp_path):
     assert "16 ranks" in fitted["fit"]["points"][0]["point"]
     assert fitted["network"]["inter_efficiency"] == pytest.approx(0.55, rel=0.02)
     assert fitted["network"]["inter_latency_us"] == pytest.approx(30.0, rel=0.10)
+    r = run(FIXTURE, "--inter-gbps", "100", "--fit", "inter_efficiency,inter_latency_us", "--json")
+    assert json.loads(r.stdout)["network"]["inter_efficiency"] == pytest.approx(0.55, rel=0.02)
+    r = run(FIXTURE)
+    assert r.exit_code == 2 and "or --inter-gbps)" in r.stderr
     path = write_points(tmp_path, [{"nccl_tests": str(FIXTURE)}])
     r = run(path, "--fit", "inter_efficiency,inter_latency_us", "--json")
     assert json.loads(r.stdout)["network"]["inter_efficiency"] == pytest.approx(0.55, rel=0.02)
