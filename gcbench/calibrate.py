@@ -212,6 +212,8 @@ class Measurement:
     measured: float
     collective: tuple[str, int, float, str] | None = None  # (name, ranks, bytes, level)
     cell: CellPoint | None = None
+    # any other prediction of network values (`gcbench reproduce`'s figures)
+    custom: Callable[[dict[str, Any], dict[str, float]], float] | None = None
 
 
 def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
@@ -264,6 +266,9 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
     from gcbench.config.models import Network
 
     defaults = Network.model_validate({"inter_gbps": 1, **net})
+    if m.custom is not None:
+        custom = m.custom
+        return lambda values: custom(net, values)
     if m.collective is not None:
         name, ranks, size, level = m.collective
 

@@ -611,6 +611,55 @@ def calibrate(
 
 
 @app.command()
+def reproduce(
+    published: Annotated[
+        Path, typer.Option("--published", help="The published figures (a YAML data file).")
+    ] = Path("suites/repro/published.yaml"),
+    out: Annotated[
+        Path, typer.Option("--out", help="Where the page goes: <out>/index.html.")
+    ] = Path("reports/reproduction"),
+    only: Annotated[
+        str | None, typer.Option("--only", help="One testbed (e.g. acpsgd-10gbe).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Reproduce the papers' published figures: per testbed, fit at most two network
+    parameters on one designated figure, predict the others, and write a page of
+    published against gcbench (in-sample rows marked, misses with their causes)."""
+    import yaml
+
+    from gcbench import repro
+    from gcbench.files import check_writable
+
+    with _errors():
+        check_writable(out, "--out")
+        rows, fits = repro.reproduce(published, only)
+        causes_path = published.with_name("causes.yaml")
+        causes = yaml.safe_load(causes_path.read_text()) if causes_path.is_file() else {}
+        page = repro.write_page(rows, fits, causes or {}, out)
+    s = repro.summary(rows)
+    if json_out:
+        typer.echo(_dumps({"summary": s, "fits": fits, "figures": repro.rows_json(rows)}, indent=1))
+        return
+    med = s["median_abs_error_out_of_sample"]
+    typer.echo(
+        f"{s['figures']} figures, {s['expressible']} expressible, {s['out_of_sample']} out of "
+        f"sample: median |error| {'n/a' if med is None else f'{med:.1%}'}, "
+        f"{len(s['beyond_25pct'])} beyond 25%"
+    )
+    for name, f in fits.items():
+        values = ", ".join(f"{k} = {v:.4g}" for k, v in f["parameters"].items())
+        typer.echo(f"  {name}: fitted on {f['figure']}: {values}")
+    for r in rows:
+        if r.error is not None:
+            mark = " (in sample)" if r.in_sample else ""
+            typer.echo(
+                f"  {r.error:+7.1%}  {r.published:10.4g} → {r.predicted:10.4g}  {r.id}{mark}"
+            )
+    typer.echo(f"page: {page}")
+
+
+@app.command()
 def networks(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:

@@ -1,0 +1,232 @@
+"""`gcbench reproduce`: gcbench against the papers' published figures.
+
+The figures, their setups and whether gcbench can express them are in
+`suites/repro/published.yaml`, written before any tuning. Per testbed, at most two
+network parameters (`fit_params`) are fitted on the one figure marked `fit: true`
+(`gcbench.calibrate.fit`, the same fit as `gcbench calibrate`); every other expressible
+figure of the testbed is then predicted, out of sample. The page
+`reports/reproduction/index.html` shows published against gcbench, the relative error,
+what each testbed was fitted on, and in-sample rows marked.
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gcbench.calibrate import Measurement, fit
+from gcbench.errors import ConfigError
+
+PUBLISHED = Path("suites/repro/published.yaml")
+# How a figure's metric reads from a simulated cell's metrics: (metric key, scale).
+METRICS = {
+    "scaling_factor": ("scaling_factor", 1.0),
+    "iteration_ms": ("iteration_s", 1e3),
+    "comm_total_ms": ("comm_total_s", 1e3),
+}
+
+
+@dataclass
+class Row:
+    id: str
+    paper: str
+    where: str
+    testbed: str
+    metric: str
+    published: float | None
+    predicted: float | None
+    error: float | None  # predicted / published - 1
+    in_sample: bool
+    expressible: bool
+    why: str
+
+
+def load(path: Path = PUBLISHED) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(
+            f"{path}: cannot read the published figures ({e.strerror or e}); run from the "
+            "project folder or give --published"
+        ) from None
+    if not isinstance(data, dict) or not {"testbeds", "figures"} <= set(data):
+        raise ConfigError(f"{path}: expected `testbeds:` and `figures:`")
+    return data
+
+
+def _cell(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any], values: dict[str, float]):
+    from gcbench.config import Cell
+
+    model: dict[str, Any] = {"name": fig["model"]}
+    if fig.get("batch"):
+        model["batch_size"] = fig["batch"]
+    if fig.get("seq_len"):
+        model["seq_len"] = fig["seq_len"]
+    g = bed["gpus_per_machine"]
+    strategy = fig.get("strategy") or "allgather-2level"  # an option's cell: any that compresses
+    return Cell.model_validate({
+        "model": model, "device": bed["device"], "strategy": strategy,
+        "compressor": fig.get("compressor", "none"),
+        "cluster": {"machines": fig["gpus"] // g if fig.get("gpus") else 1,
+                    "gpus_per_machine": g, "cpu_cores": bed.get("cpu_cores", 16)},
+        "network": {**net, **values},
+    })  # fmt: skip
+
+
+def predict(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
+            values: dict[str, float]) -> float:  # fmt: skip
+    """The figure's value as gcbench simulates it with the network `net` + `values`."""
+    from gcbench.sim import simulate_cell
+    from gcbench.sim.options import Option
+
+    c = _cell(fig, bed, net, values)
+    option = Option.parse(fig["option"]) if fig.get("option") else None
+    key, scale = METRICS[fig["metric"]]
+    return float(simulate_cell(c, option).metrics[key]) * scale
+
+
+def _designated(fig: dict[str, Any], bed: dict[str, Any]) -> list[Measurement]:
+    """The points a testbed is fitted on: its designated figure (COVAP Table V: one
+    allreduce per DDP bucket, flat over the 64 GPUs)."""
+    if fig["metric"] == "bucket_comm_ms":
+        return [
+            Measurement(
+                f"{fig['id']} bucket {i + 1}",
+                ms / 1e3,
+                ("allreduce", fig["gpus"], numel * 4.0, "inter"),
+            )  # fmt: skip
+            for i, (numel, ms) in enumerate(fig["buckets"])
+        ]
+    return [
+        Measurement(
+            fig["id"],
+            float(fig["value"]),
+            custom=lambda net, values: predict(fig, bed, net, values),
+        )  # fmt: skip
+    ]
+
+
+def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row], dict[str, Any]]:
+    """Every figure of `path` as a Row, and per testbed what was fitted on what."""
+    from gcbench.calibrate import _network
+
+    data = load(path)
+    rows: list[Row] = []
+    fits: dict[str, Any] = {}
+    for name, bed in data["testbeds"].items():
+        if only is not None and name != only:
+            continue
+        figs = [f for f in data["figures"] if f.get("testbed") == name]
+        net = _network(bed.get("network", {}), Path("."))
+        designated = [f for f in figs if f.get("fit")]
+        values: dict[str, float] = {}
+        if len(designated) > 1:
+            raise ConfigError(f"{path}: testbed {name}: {len(designated)} figures marked fit: true")
+        if designated:
+            params = list(bed.get("fit_params") or ["inter_efficiency"])[:2]
+            result = fit(_designated(designated[0], bed), net, params)
+            values = result.values
+            fits[name] = {"figure": designated[0]["id"], "parameters": values,
+                          "bound_hits": result.bound_hits, "method": result.method}  # fmt: skip
+        for f in figs:
+            value = f.get("value")
+            ok = f.get("expressible") is True
+            predicted = error = None
+            if ok and f["metric"] in METRICS and value:
+                predicted = predict(f, bed, net, values)
+                error = predicted / float(value) - 1
+            elif ok and f["metric"] == "bucket_comm_ms":
+                from gcbench.comm.collectives import Link, collective_s
+
+                n = {**net, **values}
+                link = Link(n["inter_gbps"] * 1e9 / 8, n["inter_latency_us"] * 1e-6,
+                            n["inter_efficiency"])  # fmt: skip
+                predicted = 1e3 * sum(collective_s("allreduce", numel * 4.0, f["gpus"], link)
+                                      for numel, _ in f["buckets"])  # fmt: skip
+                error = predicted / float(value) - 1
+            rows.append(Row(f["id"], f["paper"], str(f["where"]), name, f["metric"],
+                            None if value is None else float(value), predicted, error,
+                            bool(f.get("fit")), ok, f.get("why", "")))  # fmt: skip
+    return rows, fits
+
+
+def summary(rows: list[Row]) -> dict[str, Any]:
+    out = [r for r in rows if r.error is not None and not r.in_sample]
+    errors = [abs(r.error) for r in out if r.error is not None]
+    return {
+        "figures": len(rows),
+        "expressible": sum(r.expressible for r in rows),
+        "out_of_sample": len(out),
+        "median_abs_error_out_of_sample": statistics.median(errors) if errors else None,
+        "beyond_25pct": [r.id for r in out if r.error is not None and abs(r.error) > 0.25],
+    }
+
+
+PAGE_STYLE = """body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ddd;
+padding: 3px 8px; } th { background: #f3f3f3; } .in { color: #777; font-style: italic; }
+.miss { color: #b00; } .meta { color: #666; }"""
+
+
+def write_page(rows: list[Row], fits: dict[str, Any], causes: dict[str, str], out: Path) -> Path:
+    """reports/reproduction/index.html: one self-contained page, no script."""
+    from gcbench.files import atomic_write
+
+    s = summary(rows)
+    med = s["median_abs_error_out_of_sample"]
+    head = (
+        f"<p>{s['figures']} published figures, {s['expressible']} expressible, "
+        f"{s['out_of_sample']} predicted out of sample: median |error| "
+        f"{'n/a' if med is None else f'{med:.1%}'}; {len(s['beyond_25pct'])} beyond 25%.</p>"
+    )
+    fitted = "".join(
+        f"<li>{html.escape(name)}: fitted on <b>{html.escape(f['figure'])}</b>: "
+        + html.escape(", ".join(f"{k} = {v:.4g}" for k, v in f["parameters"].items()))
+        + (f" (on a bound: {html.escape(', '.join(f['bound_hits']))})" if f["bound_hits"] else "")
+        + "</li>"
+        for name, f in fits.items()
+    )
+    lines = []
+    for r in rows:
+        cls = (
+            "in" if r.in_sample else ("miss" if r.error is not None and abs(r.error) > 0.25 else "")
+        )
+        err = "" if r.error is None else f"{r.error:+.1%}"
+        pub = "" if r.published is None else f"{r.published:.4g}"
+        pred = "" if r.predicted is None else f"{r.predicted:.4g}"
+        note = r.why if not r.expressible else causes.get(r.id, "")
+        if r.in_sample:
+            note = "in sample (fitted on it). " + note
+        cells = [r.id, r.where, r.testbed, r.metric, pub, pred, err,
+                 "yes" if r.expressible else "no", note]  # fmt: skip
+        lines.append(
+            f'<tr class="{cls}">'
+            + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells)
+            + "</tr>"
+        )
+    names = ("figure", "where", "testbed", "metric", "published", "gcbench", "error",
+             "expressible", "note")  # fmt: skip
+    header = "".join(f"<th>{h}</th>" for h in names)
+    page = (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>gcbench · '
+        f"reproduction</title><style>{PAGE_STYLE}</style></head><body>"
+        "<h1>gcbench against the papers' published figures</h1>"
+        '<p class="meta">Per testbed, at most two network parameters are fitted on one '
+        "designated figure; every other figure is predicted out of sample. Figures, setups "
+        "and expressibility: suites/repro/published.yaml (written before any tuning).</p>"
+        f"{head}<ul>{fitted}</ul><table><thead><tr>{header}</tr></thead><tbody>"
+        + "".join(lines)
+        + "</tbody></table></body></html>\n"
+    )
+    page_path = out / "index.html"
+    atomic_write(page_path, page.encode())
+    return page_path
+
+
+def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
