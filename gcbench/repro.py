@@ -59,7 +59,9 @@ def load(path: Path = PUBLISHED) -> dict[str, Any]:
     return data
 
 
-def _cell(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any], values: dict[str, float]):
+def _cell(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) -> Any:
+    """The figure's cell on its testbed's network (its profile named, so the cell is the
+    one the testbed's suite runs) with `values` over it."""
     from gcbench.config import Cell
 
     model: dict[str, Any] = {"name": fig["model"]}
@@ -74,17 +76,16 @@ def _cell(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any], values:
         "compressor": fig.get("compressor", "none"),
         "cluster": {"machines": fig["gpus"] // g if fig.get("gpus") else 1,
                     "gpus_per_machine": g, "cpu_cores": bed.get("cpu_cores", 16)},
-        "network": {**net, **values},
+        "network": {**bed.get("network", {}), **values},
     })  # fmt: skip
 
 
-def predict(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
-            values: dict[str, float]) -> float:  # fmt: skip
-    """The figure's value as gcbench simulates it with the network `net` + `values`."""
+def predict(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) -> float:
+    """The figure's value as gcbench simulates it on its testbed with `values`."""
     from gcbench.sim import simulate_cell
     from gcbench.sim.options import Option
 
-    c = _cell(fig, bed, net, values)
+    c = _cell(fig, bed, values)
     option = Option.parse(fig["option"]) if fig.get("option") else None
     key, scale = METRICS[fig["metric"]]
     return float(simulate_cell(c, option).metrics[key]) * scale
@@ -106,7 +107,7 @@ def _designated(fig: dict[str, Any], bed: dict[str, Any]) -> list[Measurement]:
         Measurement(
             fig["id"],
             float(fig["value"]),
-            custom=lambda net, values: predict(fig, bed, net, values),
+            custom=lambda _net, values: predict(fig, bed, values),
         )  # fmt: skip
     ]
 
@@ -138,7 +139,7 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
             ok = f.get("expressible") is True
             predicted = error = None
             if ok and f["metric"] in METRICS and value:
-                predicted = predict(f, bed, net, values)
+                predicted = predict(f, bed, values)
                 error = predicted / float(value) - 1
             elif ok and f["metric"] == "bucket_comm_ms":
                 from gcbench.comm.collectives import Link, collective_s

@@ -78,3 +78,22 @@ def test_reproduce_writes_its_page_and_json(tmp_path):
     r = CliRunner().invoke(app, ["reproduce", "--published", str(tmp_path / "none.yaml"),
                                  "--out", str(tmp_path)])  # fmt: skip
     assert r.exit_code == 2 and "cannot read the published figures" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "testbed", ["bytecomp-nvlink-100g", "bytecomp-pcie-25g", "covap-30g", "acpsgd-10gbe"]
+)
+def test_each_testbed_suite_holds_the_cells_its_figures_name(testbed):
+    """suites/repro/<testbed>.yaml runs (with `gcbench run`) the very cells `gcbench
+    reproduce` times for the figures a strategy names, before the fit."""
+    from gcbench.config import expand, load_suite
+    from gcbench.repro import METRICS, _cell
+
+    data = yaml.safe_load(PUBLISHED.read_text())
+    bed = data["testbeds"][testbed]
+    ids = {c.id for c in expand(load_suite(ROOT / f"suites/repro/{testbed}.yaml"))}
+    figs = [f for f in data["figures"] if f["testbed"] == testbed and f["expressible"] is True
+            and f["metric"] in METRICS and not f.get("option")]  # fmt: skip
+    assert figs
+    for f in figs:
+        assert _cell(f, bed, {}).id in ids, f["id"]
