@@ -38,7 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 
 from gcbench.comm.collectives import COLLECTIVES, Link, collective_s, cost_shape
 from gcbench.config.network_profile import NetworkProfile
@@ -121,22 +129,24 @@ class CellPoint(_Point):
 
 
 def _kind(value: Any) -> str:
+    """Which kind of point a mapping is (the tags name no key, so an error's location in
+    the file skips them)."""
     if isinstance(value, NcclPoint):
-        return "nccl"
+        return "nccl-tests-point"
     if isinstance(value, CellPoint):
-        return "cell"
+        return "cell-point"
     if isinstance(value, dict):
         if "nccl_tests" in value:
-            return "nccl"
+            return "nccl-tests-point"
         if "model" in value:
-            return "cell"
-    return "collective"
+            return "cell-point"
+    return "collective-point"
 
 
 AnyPoint = Annotated[
-    Annotated[CollectivePoint, Tag("collective")]
-    | Annotated[NcclPoint, Tag("nccl")]
-    | Annotated[CellPoint, Tag("cell")],
+    Annotated[CollectivePoint, Tag("collective-point")]
+    | Annotated[NcclPoint, Tag("nccl-tests-point")]
+    | Annotated[CellPoint, Tag("cell-point")],
     Discriminator(_kind),
 ]
 
@@ -308,11 +318,13 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
                 "cluster": {"machines": p.machines, "gpus_per_machine": p.gpus_per_machine},
                 "network": {**fixed, **values},
             })  # fmt: skip
-        except Exception as e:  # noqa: BLE001 - pydantic's or the config's, as one line
-            first = str(e).splitlines()
-            raise ConfigError(
-                f"{m.label}: not a cell gcbench can simulate ({' '.join(first[:3])[:200]})"
-            ) from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            if loc == "network.inter_gbps":
+                msg = "give the machines' line rate: inter_gbps in the point or POINTS' network"
+            raise ConfigError(f"{m.label}: not a cell gcbench can simulate: {loc}: {msg}") from None
         return float(simulate_cell(c).metrics[p.metric])
 
     return cell

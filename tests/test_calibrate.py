@@ -214,3 +214,17 @@ def test_the_acpsgd_preset_is_its_points_fitted_and_predicts_a_held_out_quote():
                   for t in model_profile("resnet50").tensors)  # fmt: skip
     error = collective_s("allreduce", payload, 32, link) / 2.3e-3 - 1
     assert -0.111 <= error <= 0.111, error
+
+
+def test_a_bad_point_is_one_line_at_its_place(tmp_path):
+    path = tmp_path / "p.yaml"
+    point = "{collective: allreduce, ranks: 16, bytes: 100, seconds: 0.001, levl: x}"
+    path.write_text(f"network: {{inter_gbps: 100}}\npoints:\n  - {point}\n")
+    r = run(path)
+    assert r.exit_code == 2 and r.stderr == (
+        f"error: {path}:3: points.0.levl: unknown key 'levl'; did you mean 'level'?\n"
+    )
+    path.write_text("points:\n  - {model: resnet50, machines: 2, iteration_s: 0.2}\n")
+    r = run(path)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "network.inter_gbps: give the machines' line rate" in r.stderr
