@@ -161,9 +161,12 @@ class PointsFile(BaseModel):
 
 # --------------------------------------------------------------------------- nccl-tests
 
+# nccl-tests' size is the whole buffer: a gather table has allgather's shape (every rank's
+# share reaches one root, (n-1)/n of the buffer); sendrecv, scatter and hypercube are not
+# collectives gcbench models.
 _COLLECTIVE_OF = {"all_reduce": "allreduce", "all_gather": "allgather",
                   "reduce_scatter": "reduce_scatter", "alltoall": "alltoall",
-                  "broadcast": "broadcast", "reduce": "reduce", "gather": "gather"}  # fmt: skip
+                  "broadcast": "broadcast", "reduce": "reduce", "gather": "allgather"}  # fmt: skip
 
 
 @dataclass
@@ -187,6 +190,11 @@ def parse_nccl_tests(text: str, where: str) -> NcclRun:
     for number, line in enumerate(text.splitlines(), start=1):
         if m := re.match(r"#\s*Collective test starting:\s*(\w+?)_perf", line):
             collective = _COLLECTIVE_OF.get(m.group(1))
+            if collective is None:
+                raise ConfigError(
+                    f"{where}:{number}: {m.group(1)}_perf: gcbench models "
+                    f"{', '.join(t + '_perf' for t in _COLLECTIVE_OF)}"
+                )
         elif m := re.match(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)", line):
             ranks += 1
             hosts.add(m.group(1))
@@ -233,13 +241,10 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
             label = f"points[{i}] {p.collective} {p.ranks} ranks {p.bytes:g} B"
             out.append(Measurement(label, p.seconds, (p.collective, p.ranks, p.bytes, p.level)))
         elif isinstance(p, NcclPoint):
-            path = (base_dir / p.nccl_tests).expanduser()
-            try:
-                text = path.read_text(errors="replace")
-            except OSError as e:
-                raise ConfigError(
-                    f"{path}: cannot read the nccl-tests output ({e.strerror or e})"
-                ) from None
+            from gcbench.files import read_limited
+
+            path = base_dir / Path(p.nccl_tests).expanduser()
+            text = read_limited(path, 16 * 2**20, "nccl-tests output").decode(errors="replace")
             run = parse_nccl_tests(text, str(path))
             name = (p.collective or run.collective or "allreduce").replace("-", "_").lower()
             ranks = p.ranks or run.ranks
@@ -287,8 +292,15 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
             if level == "inter":
                 if "inter_gbps" not in net:
                     raise ConfigError(NEED_INTER_GBPS)
-                link = Link(net["inter_gbps"] * 1e9 / 8, get("inter_latency_us") * 1e-6,
-                            get("inter_efficiency"))  # fmt: skip
+                overrides: dict[str, Any] = {
+                    str(k): v for k, v in (defaults.overrides or {}).items()
+                }
+                own = overrides.get(name)  # the profile's override, as cells use it
+                eff = own.inter_efficiency if own and own.inter_efficiency else None
+                lat = own.inter_latency_us if own and own.inter_latency_us is not None else None
+                link = Link(net["inter_gbps"] * 1e9 / 8,
+                            (get("inter_latency_us") if lat is None else lat) * 1e-6,
+                            get("inter_efficiency") if eff is None else eff)  # fmt: skip
             else:
                 link = Link(get("intra_gbs") * 1e9, get("intra_latency_us") * 1e-6,
                             get("intra_efficiency"))  # fmt: skip
@@ -334,7 +346,7 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
 class FitResult:
     values: dict[str, float]
     predicted: list[float]
-    r2: float
+    r2: float | None
     bound_hits: list[str]
     method: str
 
@@ -343,12 +355,13 @@ def _loss(pred: list[float], meas: list[float]) -> float:
     return sum(((p - t) / t) ** 2 for p, t in zip(pred, meas, strict=True))
 
 
-def _r2(pred: list[float], meas: list[float]) -> float:
+def _r2(pred: list[float], meas: list[float]) -> float | None:
+    """R² with relative weights; None (undefined) when the measurements do not vary."""
     w = [1 / t**2 for t in meas]
     mean = sum(wi * t for wi, t in zip(w, meas, strict=True)) / sum(w)
     tot = sum(wi * (t - mean) ** 2 for wi, t in zip(w, meas, strict=True))
     res = sum(wi * (p - t) ** 2 for wi, p, t in zip(w, pred, meas, strict=True))
-    return 1 - res / tot if tot > 0 else (1.0 if res == 0 else -math.inf)
+    return 1 - res / tot if tot > 1e-12 * len(meas) else None
 
 
 def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitResult:
@@ -362,7 +375,12 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
         raise ConfigError(
             f"--fit: {', '.join(unknown) or 'nothing'}: fit one or more of {', '.join(FITTABLE)}"
         )
-    start_net = Network.model_validate({"inter_gbps": 1, **net}).model_dump()
+    try:
+        start_net = Network.model_validate({"inter_gbps": 1, **net}).model_dump()
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise ConfigError(f"network: {loc}: {err['msg'].removeprefix('Value error, ')}") from None
     start = {p: float(start_net[p]) for p in params}
     predictors = [_predictor(m, net) for m in ms]
     meas = [m.measured for m in ms]
@@ -389,6 +407,11 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
     if exact and set(params) <= {f"{level}_efficiency", f"{level}_latency_us"}:
         values = _exact(ms, net, start_net, params, level)  # type: ignore[arg-type]
         method = "weighted least squares (exact)"
+        outside = {p: v for p, v in values.items() if not BOUNDS[p][0] <= v <= BOUNDS[p][1]}
+        if outside:  # the unconstrained optimum leaves gcbench's ranges: search inside them
+            clamped = {p: min(max(v, BOUNDS[p][0]), BOUNDS[p][1]) for p, v in values.items()}
+            values = _descent(predict, meas, clamped, params)
+            method = "coordinate descent within the bounds (the least-squares optimum is outside)"
     else:
         values = _descent(predict, meas, start, params)
         method = "coordinate descent, golden-section searches"
@@ -415,12 +438,19 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
     points = [(float(i), m.measured) for i, m in enumerate(ms)]
     line = lambda i: shapes[int(i)][1] * sizes[int(i)] / B  # noqa: E731
     if lat_name in params and eff_name in params:
+        if len(points) < 2:
+            raise ConfigError(f"--fit: {lat_name} and {eff_name} together need 2 points or more")
         f = fit_affine(points, B, lambda i: shapes[int(i)][0], line)
         return {lat_name: f.link.latency_s * 1e6, eff_name: f.link.efficiency}
-    if eff_name in params:  # latency fixed: an offset
+    if eff_name in params:  # latency fixed: an offset; u = 1/efficiency >= 1 in closed form
         alpha = start[lat_name] * 1e-6
-        f = fit_affine(points, B, lambda _: 0.0, line, lambda i: shapes[int(i)][0] * alpha)
-        return {eff_name: f.link.efficiency}
+        w = [1 / m.measured**2 for m in ms]
+        c = [line(i) for i in range(len(ms))]
+        r = [m.measured - shapes[i][0] * alpha for i, m in enumerate(ms)]
+        scc = sum(wi * ci * ci for wi, ci in zip(w, c, strict=True))
+        scr = sum(wi * ci * ri for wi, ci, ri in zip(w, c, r, strict=True))
+        u = max(1.0, scr / scc) if scc > 0 else 1.0
+        return {eff_name: 1 / u}
     eta = start[eff_name]  # efficiency fixed: alpha = argmin, clamped to >= 0
     w = [1 / m.measured**2 for m in ms]
     a = [s[0] for s in shapes]
@@ -520,6 +550,7 @@ def calibrate(
         source=source,
         network=network_fields,
         compute_scale=fitted.get("compute_scale", float(net.get("compute_scale", 1.0))),
+        overrides=net.get("overrides") or {},
         fit={
             "parameters": fitted,
             "method": result.method,

@@ -591,7 +591,8 @@ def calibrate(
     values = ", ".join(f"{k} = {v:g}" for k, v in report["parameters"].items())
     typer.echo(f"fitted {values} on {len(report['points'])} points ({report['method']})")
     typer.echo(
-        f"R² {report['r2']:.4f} (relative weights); median |relative error| "
+        f"R² {'n/a' if report['r2'] is None else format(report['r2'], '.4f')} (relative "
+        "weights); median |relative error| "
         f"{report['median_abs_relative_error']:.1%}"
     )
     worst = sorted(report["points"], key=lambda r: -abs(r["relative_error"]))[:5]
@@ -1115,9 +1116,11 @@ def simulate(
         if chosen is not None
         else (f"plan {plan_file}" if plan_file is not None else cell.strategy)
     )
+    n, cl = cell.network, cell.cluster  # as the cell has them (a --network fills flags left out)
     typer.echo(
-        f"{model} · {how} · {cell.compressor.label()} · {machines}x{gpus_per_machine} "
-        f"{intra} · {inter_gbps:g} Gbps · {device}"
+        f"{model} · {how} · {cell.compressor.label()} · {cl.machines}x{cl.gpus_per_machine} "
+        f"{n.intra} · {n.inter_gbps:g} Gbps · {cell.device}"
+        + (f" · network {n.profile}" if n.profile else "")
     )
     typer.echo(
         f"iteration {m['iteration_s'] * 1e3:.2f} ms · {m['throughput']:,.0f} {unit}/s · "

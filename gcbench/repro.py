@@ -70,6 +70,9 @@ def _cell(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) ->
     if fig.get("seq_len"):
         model["seq_len"] = fig["seq_len"]
     g = bed["gpus_per_machine"]
+    if fig.get("gpus") and fig["gpus"] % g:
+        raise ConfigError(f"figure {fig['id']}: gpus {fig['gpus']} is not a multiple of the "
+                          f"testbed's {g} GPUs a machine")  # fmt: skip
     strategy = fig.get("strategy") or "allgather-2level"  # an option's cell: any that compresses
     return Cell.model_validate({
         "model": model, "device": bed["device"], "strategy": strategy,
@@ -123,7 +126,11 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
         if only is not None and name != only:
             continue
         figs = [f for f in data["figures"] if f.get("testbed") == name]
-        net = _network(bed.get("network", {}), Path("."))
+        profile = bed.get("network", {}).get("profile")
+        if isinstance(profile, str) and ("/" in profile or profile.endswith((".yaml", ".yml"))):
+            # a profile file beside the published figures, as its suite names it
+            bed = {**bed, "network": {**bed["network"], "profile": str(path.parent / profile)}}
+        net = _network(bed.get("network", {}), path.parent)
         designated = [f for f in figs if f.get("fit")]
         values: dict[str, float] = {}
         if len(designated) > 1:
@@ -143,8 +150,9 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
                 error = predicted / float(value) - 1
             elif ok and f["metric"] == "bucket_comm_ms":
                 from gcbench.comm.collectives import Link, collective_s
+                from gcbench.config.models import Network
 
-                n = {**net, **values}
+                n = Network.model_validate({**net, **values}).model_dump()
                 link = Link(n["inter_gbps"] * 1e9 / 8, n["inter_latency_us"] * 1e-6,
                             n["inter_efficiency"])  # fmt: skip
                 predicted = 1e3 * sum(collective_s("allreduce", numel * 4.0, f["gpus"], link)

@@ -228,3 +228,54 @@ def test_a_bad_point_is_one_line_at_its_place(tmp_path):
     r = run(path)
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
     assert "network.inter_gbps: give the machines' line rate" in r.stderr
+
+
+def test_fits_stay_within_the_ranges_a_profile_may_hold(tmp_path):
+    """(Found in review: two timings far slower than the line rate gave an efficiency of
+    0.000126, which no suite could then load.) The fit searches inside the bounds, says
+    so, and the profile it writes loads."""
+    slow = [{"collective": "allreduce", "ranks": 16, "bytes": 2**20 * k, "seconds": float(k),
+             "level": "inter"} for k in (1, 2)]  # fmt: skip
+    out = tmp_path / "slow.yaml"
+    r = run(write_points(tmp_path, slow), "--fit", "inter_efficiency,inter_latency_us",
+            "--json", "--out", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert got["network"]["inter_efficiency"] == pytest.approx(0.01)
+    assert "inter_efficiency" in got["fit"]["bound_hits"]
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--machines", "2",
+                                 "--network", str(out)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+
+
+def test_one_point_fits_one_parameter_and_says_so_for_two(tmp_path):
+    point = synthetic_points(0)[-1:]
+    r = run(write_points(tmp_path, point), "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert got["network"]["inter_efficiency"] == pytest.approx(0.62, rel=0.05)
+    assert got["fit"]["r2"] is None  # undefined on one point
+    r = run(write_points(tmp_path, point), "--fit", "inter_efficiency,inter_latency_us")
+    assert r.exit_code == 2 and "together need 2 points or more" in r.stderr
+    r = run(write_points(tmp_path, point, network={"inter_gbps": 100, "inter_efficiency": 2}))
+    assert r.exit_code == 2 and r.stderr.startswith("error: network: inter_efficiency:")
+
+
+def test_nccl_gather_tables_take_the_whole_buffer_and_other_tests_are_refused(tmp_path):
+    from gcbench.calibrate import parse_nccl_tests
+
+    text = FIXTURE.read_text()
+    gather = "# Collective test starting: gather_perf\n" + text
+    assert parse_nccl_tests(gather, "g").collective == "allgather"
+    with pytest.raises(Exception, match="sendrecv_perf: gcbench models"):
+        parse_nccl_tests("# Collective test starting: sendrecv_perf\n" + text, "s")
+
+
+def test_a_profiles_overrides_reach_the_fit_and_the_profile_it_writes(tmp_path):
+    net = tmp_path / "net.yaml"
+    net.write_text("name: n\nsource: s\nnetwork: {inter_gbps: 100}\n"
+                   "overrides: {alltoall: {inter_efficiency: 0.3}}\n")  # fmt: skip
+    path = write_points(tmp_path, synthetic_points(0), network={"profile": str(net)})
+    r = run(path, "--fit", "inter_efficiency,inter_latency_us", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["overrides"] == {"alltoall": {"inter_efficiency": 0.3}}

@@ -130,6 +130,10 @@ def test_simulate_takes_a_network_profile_and_flags_override_it(tmp_path):
                                  "--network", "bytecomp-pcie-25g", "--inter-gbps", "5",
                                  "--json"])  # fmt: skip
     assert json.loads(r.stdout)["cell"]["inter_gbps"] == 5.0
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--machines", "2",
+                                 "--network", "bytecomp-pcie-25g"])  # fmt: skip
+    assert r.exit_code == 0, r.output  # (the text output once read the flags left out)
+    assert "2x8 pcie · 25 Gbps · v100 · network bytecomp-pcie-25g" in r.stdout
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--network", "nope"])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
     assert r.stderr.startswith("error: --network: network profile 'nope': no preset")
@@ -137,3 +141,12 @@ def test_simulate_takes_a_network_profile_and_flags_override_it(tmp_path):
     assert r.exit_code == 2 and r.stderr == "error: --inter-gbps: Field required\n"
     r = CliRunner().invoke(app, ["networks", "--json"])
     assert {p["name"] for p in json.loads(r.stdout)} == set(preset_names())
+
+
+def test_changing_the_machine_kind_drops_the_profiles_link_rate():
+    """(Found in review: `{profile: bytecomp-pcie-25g, intra: nvlink}` kept PCIe's 15.75
+    GB/s for NVLink.)"""
+    c = cell({"profile": "bytecomp-pcie-25g", "intra": "nvlink"})
+    assert (c.network.intra, c.network.intra_gbs) == ("nvlink", 150.0)
+    assert cell({"profile": "bytecomp-pcie-25g", "intra": "nvlink", "intra_gbs": 100}
+                ).network.intra_gbs == 100  # fmt: skip

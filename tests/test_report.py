@@ -381,3 +381,18 @@ def test_gap_to_upper_bound_pairs_each_strategy_with_the_bound_of_its_cell():
     fig = gap_figure(pd.DataFrame(rows))
     assert len(fig.data) == 3 and all(len(t.x) == 4 for t in fig.data)
     assert "aggregate" in fig.layout.title.text
+
+
+def test_the_gap_figure_reads_results_written_before_newer_columns():
+    """(Found in review: results without `network_profile` and the other columns added
+    later made gap_to_upper_bound raise KeyError.)"""
+    from gcbench.report.figures import gap_to_upper_bound
+
+    rows = []
+    for strategy in ("upper-bound", "fp32"):
+        c = Cell.model_validate({"model": "tiny-mlp", "network": {"inter_gbps": 10},
+                                 "cluster": {"machines": 2, "gpus_per_machine": 2},
+                                 "strategy": strategy, "compressor": "dgc-1pct"})  # fmt: skip
+        rows += cell_rows(c, repetitions=1)
+    df = pd.DataFrame(rows).drop(columns=["network_profile", "compute_scale", "inter_overrides"])
+    assert list(gap_to_upper_bound(df)["strategy"]) == ["fp32"]

@@ -190,7 +190,9 @@ def test_cell_pages_are_written_for_cells_with_a_trace(tmp_path):
     files = sorted(p.stem for p in (page.parent / "cells").glob("*.js"))
     assert files == ids and (page.parent / "cell.html").is_file()
     text = (page.parent / "cells" / f"{ids[0]}.js").read_text()
-    data = json.loads(text.removeprefix("window.GC_CELL = ").removesuffix(";\n"))
+    stamp, _, body = text.partition("\n")
+    assert stamp.startswith("// ") and len(stamp) == 3 + 64  # what the file was made of
+    data = json.loads(body.removeprefix("window.GC_CELL = ").removesuffix(";\n"))
     assert [name for name, _ in data["figures"]] == ["timeline"]
     assert dict(data["config"])["strategy"] in ("fp32", "fp16")
     table = json.loads((page.parent / "results.js").read_text()[len("window.GC_RESULTS = "):-2])

@@ -147,7 +147,10 @@ def apply_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]
     """A network entry that names a profile, with the profile's values under the ones the
     entry gives, its canonical name, sha256, compute scale and overrides."""
     profile, named, digest = read_network_profile(str(data["profile"]), base_dir)
-    merged: dict[str, Any] = {**profile.network, **data, "profile": named, "profile_sha256": digest}
+    base = dict(profile.network)
+    if "intra" in data and data["intra"] != base.get("intra", "nvlink"):
+        base.pop("intra_gbs", None)  # another kind of machine: its own default rate
+    merged: dict[str, Any] = {**base, **data, "profile": named, "profile_sha256": digest}
     merged.setdefault("compute_scale", profile.compute_scale)
     if profile.overrides and "overrides" not in data:
         merged["overrides"] = {

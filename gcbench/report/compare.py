@@ -31,8 +31,7 @@ def _keys(on: list[str] | None) -> list[str]:
     unknown = [k for k in on if k not in CONFIG_COLUMNS]
     if unknown:
         raise ConfigError(
-            f"--on: {', '.join(unknown)}: not a config column (one of: "
-            f"{', '.join(CONFIG_COLUMNS)})"
+            f"--on: {', '.join(unknown)}: not a config column (one of: {', '.join(CONFIG_COLUMNS)})"
         )
     return list(dict.fromkeys(on))
 
@@ -120,8 +119,10 @@ def compare_page(pairs: pd.DataFrame, summary: dict[str, Any], title: str) -> tu
 
     fig = go.Figure()
     top = pairs.head(MAX_BARS)
+    models = top["model"] if "model" in top.columns else [""] * len(top)
+    bars = [f"{m} · {x}" for m, x in zip(models, top["label"], strict=True)]
     fig.add_bar(
-        x=[esc(x) for x in top["label"]],
+        x=[esc(x) for x in bars],
         y=top["iteration_s_delta_pct"].tolist(),
         marker_color=["#E45756" if d > 0 else "#4C78A8" for d in top["iteration_s_delta_pct"]],
         hovertemplate="%{x}<br>%{y:+.2f}%<extra></extra>",
@@ -136,7 +137,7 @@ def compare_page(pairs: pd.DataFrame, summary: dict[str, Any], title: str) -> tu
     lines = summary_lines(pairs, summary, top=0)
     text = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
     names = (
-        f"<p class=\"meta\">run {html.escape(summary['run'])} against the baseline "
+        f'<p class="meta">run {html.escape(summary["run"])} against the baseline '
         f"{html.escape(summary['baseline'])}</p>"
     )
     return f"<h1>{html.escape(title)}</h1>{names}{text}", fig

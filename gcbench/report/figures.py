@@ -838,7 +838,9 @@ def gap_to_upper_bound(df: pd.DataFrame) -> pd.DataFrame:
     cells = per_cell(df)
     if cells.empty or "upper-bound" not in set(cells["strategy"]):
         return pd.DataFrame(columns=columns)
-    keys = [c for c in CONFIG_COLUMNS if c not in _BOUND_SKIP and c not in DERIVED]
+    # columns of the schema this data has (results written before a column was added lack it)
+    keys = [c for c in CONFIG_COLUMNS if c not in _BOUND_SKIP and c not in DERIVED
+            and c in cells.columns]  # fmt: skip
     cells = cells.assign(_key=row_keys(cells, keys))
     bound = cells["strategy"] == "upper-bound"
     same: dict[str, list[dict[str, Any]]] = {}

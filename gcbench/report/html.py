@@ -22,6 +22,7 @@ with `<`, `>` and `&` as \\u escapes, in the table by `textContent`.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import html
 import io
 import json
@@ -318,8 +319,8 @@ def _cell_files(
     """cells/<id>.js (title, config, plan map and timeline figures) for every cell with
     a stored trace or plan; returns those cells' ids. The cell page derives the Chrome
     trace from the timeline's bars (`report.js`, `chromeTrace`), so a cell costs one
-    file. A cell's file depends only on its stored files and config: one newer than
-    its sources is kept as it is."""
+    file. A file newer than its cell's trace and plan whose first line holds the same
+    stamp (gcbench's version, the cell's title and config) is kept as it is."""
     done: set[str] = set()
     folder = out / "cells"
     rows = cells.to_dict("records")
@@ -333,9 +334,19 @@ def _cell_files(
         if not stamps:
             continue
         target = folder / f"{cid}.js"
+        config = [(c, value_text(row.get(c))) for c in ORDER if c in row]
+        config += [(m, value_text(row.get(m))) for m in ("status", "iteration_s", "throughput")]
+        label = row.get("label")
+        title = f"{row['model']} · {label if isinstance(label, str) else row['strategy']}"
+        # what the file holds besides the figures: a file of another version, title or
+        # config (labels follow the other cells of the run) is written again
+        stamp = hashlib.sha256(json.dumps([_version(), title, config]).encode()).hexdigest()
+        first = f"// {stamp}\n"
         if target.is_file() and target.stat().st_mtime_ns >= max(stamps):
-            done.add(cid)
-            continue
+            with open(target, "rb") as f:
+                if f.readline().decode(errors="replace") == first:
+                    done.add(cid)
+                    continue
         figures: list[tuple[str, Any]] = []
         try:
             if plan.is_file():
@@ -349,17 +360,13 @@ def _cell_files(
             why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
             warnings.warn(f"cell {cid}: cannot draw it ({why})", ResultsWarning, stacklevel=3)
             continue
-        config = [(c, value_text(row.get(c))) for c in ORDER if c in row]
-        config += [(m, value_text(row.get(m))) for m in ("status", "iteration_s", "throughput")]
-        label = row.get("label")
-        title = f"{row['model']} · {label if isinstance(label, str) else row['strategy']}"
         data = {
             "title": title,
             "config": config,
             "figures": figures,
             "gpus_per_machine": _jsonable(row.get("gpus_per_machine")),
         }
-        _write_if_changed(target, f"window.GC_CELL = {script_json(data)};\n".encode())
+        _write_if_changed(target, f"{first}window.GC_CELL = {script_json(data)};\n".encode())
         done.add(cid)
     return done
 
