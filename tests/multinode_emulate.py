@@ -51,6 +51,28 @@ for machines, per in ((2, 4), (3, 2)):
         refuse_placement(cell(machines, per), [n for n in ray.nodes() if n["Alive"]])
     except ConfigError as err:
         refused.append(str(err))
-print(json.dumps({"nodes": e.nodes, "error": e.error_first, "refused": refused}))
+# A placement made impossible mid-run: a GPU node leaves; the next cell is infeasible
+# (an `infeasible` row in `gcbench run`), said at once, and leaves no placement group.
+midrun: dict[str, object] = {}
+if gpus:
+    import time
+
+    from gcbench.errors import InfeasibleError
+
+    cluster.remove_node(cluster.list_all_nodes()[-1])
+    t0 = time.perf_counter()
+    try:
+        emulate_cell(cell(2, 2), steps=1)
+        midrun["raised"] = None
+    except InfeasibleError as err:
+        midrun["raised"] = str(err)
+    midrun["seconds"] = time.perf_counter() - t0
+    from ray.util import placement_group_table
+
+    midrun["groups_left"] = [
+        g for g in placement_group_table().values() if g.get("state") != "REMOVED"
+    ]
+print(json.dumps({"nodes": e.nodes, "error": e.error_first, "refused": refused,
+                  "midrun": midrun}, default=str))  # fmt: skip
 ray.shutdown()
 cluster.shutdown()

@@ -194,7 +194,8 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster(gpus):
     machine's workers share a node and the machines are on different nodes
     (STRICT_SPREAD), and the cell still aggregates exactly. Where the nodes have GPUs
     (two of them 2 each), every worker holds one, and cells that need more GPUs than a
-    node or the cluster has are refused before any actor starts."""
+    node or the cluster has are refused before any actor starts; when a GPU node leaves
+    between cells, the next cell is infeasible (an `infeasible` row), said within 30 s."""
     import json
     import subprocess
     import sys
@@ -217,6 +218,10 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster(gpus):
     if gpus:
         assert len(got["refused"]) == 2  # 4 GPUs on one node; 6 in all
         assert all("cannot be placed on this Ray cluster" in r for r in got["refused"])
+        # a GPU node leaves mid-run: the next cell is infeasible within 30 s, nothing left
+        midrun = got["midrun"]
+        assert midrun["raised"] and "changed during the run" in midrun["raised"], midrun
+        assert midrun["seconds"] < 30 and midrun["groups_left"] == []
     else:
         assert got["refused"] == []  # CPU workers share the cores: any number fits
 

@@ -201,7 +201,10 @@ def _attempt(
     alive = [n for n in ray.nodes() if n.get("Alive")]
     # where the Ray cluster has GPUs, each worker holds one (`num_gpus=1`)
     per_gpu = 1.0 if any(n.get("Resources", {}).get("GPU", 0) for n in alive) else 0.0
-    refuse_placement(cell, alive)
+    try:
+        refuse_placement(cell, alive)
+    except ConfigError as e:  # it fitted when the run began: the cluster changed under it
+        raise InfeasibleError(f"{e.messages[0]} (the Ray cluster changed during the run)") from None
     bundle = {"CPU": WORKER_CPUS * gpus, **({"GPU": per_gpu * gpus} if per_gpu else {})}
     pg = placement_group(
         [bundle] * machines,
