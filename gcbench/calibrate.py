@@ -50,7 +50,7 @@ from pydantic import (
 
 from gcbench.comm.collectives import COLLECTIVES, Link, collective_s, cost_shape
 from gcbench.config.network_profile import NetworkProfile
-from gcbench.errors import ConfigError
+from gcbench.errors import ConfigError, first_error
 
 FITTABLE = ("inter_efficiency", "inter_latency_us", "intra_efficiency", "intra_latency_us",
             "compute_scale")  # fmt: skip
@@ -260,7 +260,7 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
     return out
 
 
-def _network(base: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+def resolved_network(base: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     """The points file's network resolved to plain fields (a profile expanded)."""
     from gcbench.config.network_profile import apply_profile
 
@@ -331,12 +331,13 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
                 "network": {**fixed, **values},
             })  # fmt: skip
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            if loc == "network.inter_gbps":
-                msg = "give the machines' line rate: inter_gbps in the point or POINTS' network"
-            raise ConfigError(f"{m.label}: not a cell gcbench can simulate: {loc}: {msg}") from None
+            why = first_error(e)
+            if why.startswith("network.inter_gbps:"):
+                why = (
+                    "network.inter_gbps: give the machines' line rate: inter_gbps in the "
+                    "point or POINTS' network"
+                )
+            raise ConfigError(f"{m.label}: not a cell gcbench can simulate: {why}") from None
         return float(simulate_cell(c).metrics[p.metric])
 
     return cell
@@ -378,9 +379,7 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
     try:
         start_net = Network.model_validate({"inter_gbps": 1, **net}).model_dump()
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise ConfigError(f"network: {loc}: {err['msg'].removeprefix('Value error, ')}") from None
+        raise ConfigError(f"network: {first_error(e)}") from None
     start = {p: float(start_net[p]) for p in params}
     predictors = [_predictor(m, net) for m in ms]
     meas = [m.measured for m in ms]
@@ -527,7 +526,7 @@ def calibrate(
     report, that `gcbench calibrate --out` writes. `network` (a profile) lies under the
     points file's network, `inter_gbps` over it."""
     points, base_dir = read_points(path, network)
-    net = _network(points.network, base_dir)
+    net = resolved_network(points.network, base_dir)
     if inter_gbps is not None:
         if not (inter_gbps > 0 and math.isfinite(inter_gbps)):
             raise ConfigError(f"--inter-gbps: must be a positive number, got {inter_gbps}")

@@ -13,6 +13,8 @@ exit code (2 for ConfigError, 1 for RunFailed).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class GcbenchError(Exception):
     """Base class of every error gcbench raises on purpose."""
@@ -40,3 +42,12 @@ class RunFailed(GcbenchError):
     def __init__(self, message: str, status: int = 1):
         self.status = status
         super().__init__(message)
+
+
+def first_error(e: Any) -> str:
+    """A pydantic ValidationError's first mistake as one line, `dotted.loc: message`
+    (pydantic's "Value error, " prefix dropped; no location for a whole-model error)."""
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg

@@ -117,7 +117,7 @@ def _designated(fig: dict[str, Any], bed: dict[str, Any]) -> list[Measurement]:
 
 def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row], dict[str, Any]]:
     """Every figure of `path` as a Row, and per testbed what was fitted on what."""
-    from gcbench.calibrate import _network
+    from gcbench.calibrate import resolved_network
 
     data = load(path)
     rows: list[Row] = []
@@ -130,7 +130,7 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
         if isinstance(profile, str) and ("/" in profile or profile.endswith((".yaml", ".yml"))):
             # a profile file beside the published figures, as its suite names it
             bed = {**bed, "network": {**bed["network"], "profile": str(path.parent / profile)}}
-        net = _network(bed.get("network", {}), path.parent)
+        net = resolved_network(bed.get("network", {}), path.parent)
         designated = [f for f in figs if f.get("fit")]
         values: dict[str, float] = {}
         if len(designated) > 1:
@@ -176,15 +176,17 @@ def summary(rows: list[Row]) -> dict[str, Any]:
     }
 
 
-PAGE_STYLE = """body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ddd;
-padding: 3px 8px; } th { background: #f3f3f3; } .in { color: #777; font-style: italic; }
-.miss { color: #b00; } .meta { color: #666; }"""
+# The reports' stylesheet, and the page's own rows: in-sample ones grey, misses red.
+PAGE_EXTRA_STYLE = """td, th { text-align: left; white-space: normal; }
+.in { color: #777; font-style: italic; } .miss { color: #b00; }"""
 
 
 def write_page(rows: list[Row], fits: dict[str, Any], causes: dict[str, str], out: Path) -> Path:
     """reports/reproduction/index.html: one self-contained page, no script."""
     from gcbench.files import atomic_write
+    from gcbench.report.html import static_file
+
+    style = static_file("report.css").decode()
 
     s = summary(rows)
     med = s["median_abs_error_out_of_sample"]
@@ -223,7 +225,7 @@ def write_page(rows: list[Row], fits: dict[str, Any], causes: dict[str, str], ou
     header = "".join(f"<th>{h}</th>" for h in names)
     page = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>gcbench · '
-        f"reproduction</title><style>{PAGE_STYLE}</style></head><body>"
+        f"reproduction</title><style>{style}{PAGE_EXTRA_STYLE}</style></head><body>"
         "<h1>gcbench against the papers' published figures</h1>"
         '<p class="meta">Per testbed, at most two network parameters are fitted on one '
         "designated figure; every other figure is predicted out of sample. Figures, setups "

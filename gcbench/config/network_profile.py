@@ -22,6 +22,7 @@ of the cell id (its sha256), so results follow the file.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,19 +31,20 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gcbench.comm.collectives import COLLECTIVES
+from gcbench.errors import first_error
 
 MAX_BYTES = 256 * 1024  # a profile with its fit report is a few kB
-NETWORK_FIELDS = (
-    "intra",
-    "intra_gbs",
-    "intra_latency_us",
-    "intra_efficiency",
-    "inter_gbps",
-    "inter_latency_us",
-    "inter_efficiency",
-    "nics_per_machine",
-    "server_gbps",
-)
+# The Network fields a profile's `network:` may not set: the profile's own (it names
+# itself, its compute scale and overrides are top-level keys).
+PROFILE_OWN = ("profile", "profile_sha256", "compute_scale", "overrides")
+
+
+def network_fields() -> list[str]:
+    """The link and machine fields a profile's `network:` sets: every `Network` field but
+    the profile's own."""
+    from gcbench.config.models import Network
+
+    return [f for f in Network.model_fields if f not in PROFILE_OWN]
 
 
 class InterOverride(BaseModel):
@@ -65,11 +67,11 @@ class NetworkProfile(BaseModel):
     fit: dict[str, Any] | None = None
 
     def model_post_init(self, _context: Any) -> None:
-        unknown = sorted(set(self.network) - set(NETWORK_FIELDS))
+        fields = network_fields()
+        unknown = sorted(set(self.network) - set(fields))
         if unknown:
             raise ValueError(
-                f"network: unknown field(s) {', '.join(unknown)}; "
-                f"valid: {', '.join(NETWORK_FIELDS)}"
+                f"network: unknown field(s) {', '.join(unknown)}; valid: {', '.join(fields)}"
             )
         bad = sorted(set(self.overrides) - set(COLLECTIVES))
         if bad:
@@ -79,6 +81,12 @@ class NetworkProfile(BaseModel):
             )
 
 
+def _is_name(spec: str) -> bool:
+    """A preset's name rather than a file path."""
+    return "/" not in spec and not spec.endswith((".yaml", ".yml"))
+
+
+@lru_cache(maxsize=1)
 def preset_names() -> list[str]:
     folder = resources.files("gcbench.data").joinpath("networks")
     return sorted(
@@ -86,6 +94,7 @@ def preset_names() -> list[str]:
     )
 
 
+@lru_cache(maxsize=64)
 def _preset_bytes(name: str) -> bytes | None:
     if name not in preset_names():
         return None
@@ -107,10 +116,14 @@ def parse_network_profile(raw: bytes, where: str) -> NetworkProfile:
     try:
         return NetworkProfile.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        raise ValueError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None
+        raise ValueError(f"{where}: {first_error(e)}") from None
+
+
+@lru_cache(maxsize=64)
+def _parsed(raw: bytes, named: str) -> tuple[NetworkProfile, str]:
+    """The profile and sha256 of these bytes: every cell of a grid names the same file,
+    so it is parsed once (keyed by its content, so an edited file is read anew)."""
+    return parse_network_profile(raw, named), hashlib.sha256(raw).hexdigest()
 
 
 def read_network_profile(
@@ -118,10 +131,10 @@ def read_network_profile(
 ) -> tuple[NetworkProfile, str, str]:
     """(profile, how cells name it, sha256 of its bytes) for a preset's name or a file
     path (relative to `base_dir`, a suite file's folder). ValueError of one line on any
-    mistake."""
+    mistake. The profile is shared between callers: read it, do not change it."""
     from gcbench.config.models import suite_path
 
-    raw = _preset_bytes(spec) if "/" not in spec and not spec.endswith((".yaml", ".yml")) else None
+    raw = _preset_bytes(spec) if _is_name(spec) else None
     named = spec
     if raw is None:
         path = suite_path(spec, base_dir)
@@ -129,7 +142,7 @@ def read_network_profile(
             with open(path, "rb") as f:
                 raw = f.read(MAX_BYTES + 1)
         except OSError as e:
-            if "/" not in spec and not spec.endswith((".yaml", ".yml")):
+            if _is_name(spec):
                 raise ValueError(
                     f"network profile {spec!r}: no preset of that name (presets: "
                     f"{', '.join(preset_names())}) and no file {path}"
@@ -139,8 +152,8 @@ def read_network_profile(
         if len(raw) > MAX_BYTES:
             raise ValueError(f"{path}: more than {MAX_BYTES:,} bytes; not a network profile")
         named = str(path)
-    profile = parse_network_profile(raw, named)
-    return profile, named, hashlib.sha256(raw).hexdigest()
+    profile, digest = _parsed(raw, named)
+    return profile, named, digest
 
 
 def apply_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:

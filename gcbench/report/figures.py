@@ -464,32 +464,17 @@ def scaling_figure(df: pd.DataFrame) -> go.Figure:
                 legend.add((v, name))
             gpus = sorted(set(mine["gpus"]))
             single = (mine["throughput"] / (mine["gpus"] * mine["scaling_factor"])).dropna()
+            linear = {
+                "name": "linear scaling", "mode": "lines", "showlegend": False,
+                "line": {"dash": "dash", "color": "#888"}, "visible": v == 0, "row": row,
+            }  # fmt: skip
             for base in sorted({round(b, 9) for b in single})[:3]:
                 fig.add_scatter(
-                    x=gpus,
-                    y=[base * g for g in gpus],
-                    name="linear scaling",
-                    mode="lines",
-                    line={"dash": "dash", "color": "#888"},
-                    showlegend=False,
-                    visible=v == 0,
-                    row=row,
-                    col=1,
-                    hovertemplate="linear: %{y:.4g}<extra></extra>",
-                )
+                    x=gpus, y=[base * g for g in gpus], col=1,
+                    hovertemplate="linear: %{y:.4g}<extra></extra>", **linear,
+                )  # fmt: skip
                 n += 1
-            fig.add_scatter(
-                x=gpus,
-                y=[1.0] * len(gpus),
-                name="linear scaling",
-                mode="lines",
-                line={"dash": "dash", "color": "#888"},
-                showlegend=False,
-                visible=v == 0,
-                row=row,
-                col=2,
-                hoverinfo="skip",
-            )
+            fig.add_scatter(x=gpus, y=[1.0] * len(gpus), col=2, hoverinfo="skip", **linear)
             n += 1
             unit = str(mine["sample_unit"].iloc[0]) if "sample_unit" in mine else "samples"
             fig.update_yaxes(title_text=f"{esc(unit)} / s", row=row, col=1)

@@ -50,6 +50,7 @@ from gcbench.results.store import (
     MANIFEST,
     ResultsWarning,
     RunStore,
+    cells_frame,
     read_cells,
     resolve_run,
     suite_folder_name,
@@ -121,7 +122,8 @@ def _write_if_changed(path: Path, data: bytes) -> None:
     atomic_write(path, data, durable=False)  # a report is written again from the results
 
 
-def _static(name: str) -> bytes:
+def static_file(name: str) -> bytes:
+    """A file of `gcbench/report/static/` (the reports' script and stylesheet)."""
     return resources.files("gcbench.report").joinpath("static", name).read_bytes()
 
 
@@ -134,7 +136,7 @@ def _plotly_js() -> bytes:
 def _write_assets(out: Path) -> None:
     _write_if_changed(out / PLOTLY_JS, _plotly_js())
     for name in ASSETS:
-        _write_if_changed(out / name, _static(name))
+        _write_if_changed(out / name, static_file(name))
 
 
 def _assets(prefix: str, self_contained: bool) -> str:
@@ -147,10 +149,10 @@ def _assets(prefix: str, self_contained: bool) -> str:
             f'<script src="{prefix}{PLOTLY_JS}"></script>\n'
             f'<script src="{prefix}report.js"></script>'
         )
-    js = [_plotly_js().decode(), _static("report.js").decode()]
+    js = [_plotly_js().decode(), static_file("report.js").decode()]
     safe = [j.replace("</script", "<\\/script") for j in js]
     scripts = "".join(f"<script>{j}</script>\n" for j in safe)
-    return f"<style>{_static('report.css').decode()}</style>\n{scripts}"
+    return f"<style>{static_file('report.css').decode()}</style>\n{scripts}"
 
 
 def _figure_html(fig: Any, div_id: str) -> str:
@@ -279,17 +281,7 @@ def _load(
         warnings.simplefilter("always", ResultsWarning)
         tables = read_cells(run, all_cells, tick)
     left_out = [str(w.message) for w in caught if issubclass(w.category, ResultsWarning)]
-    if not tables:
-        return pd.DataFrame(), left_out
-    import pyarrow as pa
-
-    # One conversion of all the rows: far faster than a DataFrame per cell.
-    try:
-        df = pa.concat_tables(tables, promote_options="permissive").to_pandas()
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column typed two ways: as pandas does
-        df = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
-    df = df.sort_values(["cell_id", "repetition"], kind="stable").reset_index(drop=True)
-    return df, left_out
+    return cells_frame(tables), left_out
 
 
 def _figures(df: pd.DataFrame) -> list[tuple[str, str, Any]]:
@@ -422,18 +414,21 @@ def write_report(
             title=html.escape(f"gcbench · {suite} · cell"), assets=_assets("../", False)
         )
         _write_if_changed(run_out / "cell.html", (page + CELL_PAGE).encode())
-    page = _run_page(suite, named, manifest, df, cells, details, left_out, all_cells,
-                     self_contained)  # fmt: skip
-    if not cells.empty:
+    # the table's rows: inlined in a self-contained page, else results.js beside it
+    rows = (
+        None if cells.empty else f"window.GC_RESULTS = {script_json(table_data(cells, details))};"
+    )
+    page = _run_page(
+        suite, named, manifest, df, cells, details, left_out, all_cells, self_contained,
+        rows if self_contained else None,
+    )  # fmt: skip
+    if rows is not None:
         _write_if_changed(run_out / "results.csv", df.to_csv(index=False).encode())
         sink = io.BytesIO()
         df.to_parquet(sink, index=False)
         _write_if_changed(run_out / "results.parquet", sink.getvalue())
-    rows = table_data(cells, details) if not cells.empty else None
-    if rows is not None and not self_contained:
-        _write_if_changed(
-            run_out / "results.js", f"window.GC_RESULTS = {script_json(rows)};\n".encode()
-        )
+        if not self_contained:
+            _write_if_changed(run_out / "results.js", f"{rows}\n".encode())
     index = run_out / "index.html"
     _write_if_changed(index, page.encode())
     write_index(run.parent, out_dir, suite, manifest)
@@ -450,7 +445,10 @@ def _run_page(
     left_out: list[str],
     all_cells: bool,
     self_contained: bool,
+    inline_rows: str | None,
 ) -> str:
+    """The run page; self-contained, it holds plotly, the script, the stylesheet and the
+    table's rows (`inline_rows`, a script)."""
     shown = df["cell_id"].nunique() if not df.empty else 0
     n_failed = int((df.drop_duplicates("cell_id")["status"] != "ok").sum()) if not df.empty else 0
     grid = manifest.get("grid")
@@ -510,10 +508,8 @@ def _run_page(
             parts.append('<p class="meta">A cell id opens the cell\'s page: its plan map, '
                          "its timeline and its Chrome trace.</p>")  # fmt: skip
         parts.append('<div id="results"></div>')
-        if self_contained:
-            parts.append(
-                f"<script>window.GC_RESULTS = {script_json(table_data(cells, details))};</script>"
-            )
+        if inline_rows is not None:
+            parts.append(f"<script>{inline_rows}</script>")
         else:
             parts.append('<script src="results.js"></script>')
         cell_page = '"cell.html"' if details else "null"

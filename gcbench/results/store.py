@@ -482,12 +482,22 @@ def load_results(path: str | os.PathLike[str], all_cells: bool = False) -> pd.Da
     run` sets it aside and runs the cell again). Rows are sorted by cell id and
     repetition, so two runs of one suite compare row by row.
     """
-    import pandas as pd
+    return cells_frame(read_cells(resolve_run(Path(path)), all_cells))
 
-    frames = [t.to_pandas() for t in read_cells(resolve_run(Path(path)), all_cells)]
-    if not frames:
+
+def cells_frame(tables: list[pa.Table]) -> pd.DataFrame:
+    """Cell tables as one DataFrame sorted by cell id and repetition: one arrow
+    concatenation and conversion, far faster than a DataFrame per cell file (a column
+    typed two ways across cells falls back to pandas' concatenation)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    if not tables:
         return pd.DataFrame()
-    df = pd.concat(frames, ignore_index=True)
+    try:
+        df = pa.concat_tables(tables, promote_options="permissive").to_pandas()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        df = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
     return df.sort_values(["cell_id", "repetition"], kind="stable").reset_index(drop=True)
 
 
