@@ -1,9 +1,14 @@
-"""Emulation's cost (issue #14): a 2 x 2 resnet50 cell per compressor on local Ray actors.
+"""Emulation's cost (issue #14): a 2 x 2 + 1-server resnet50 cell per compressor on local
+Ray actors.
 
-    python benchmarks/emulate.py [--model resnet50] [--steps 3] [--only dgc,threelc]
+    python benchmarks/emulate.py [--model resnet50] [--steps 3] [--servers 1]
+                                 [--only dgc,threelc] [--clock virtual|wall]
 
-Per compressor (strategy `allgather`: each worker's payload to every other; `fp32` for
-`none`; acpsgd and covap as their own strategies): the cell's wall time in
+Per compressor, with a summation server (`--servers 1`, the default): strategy
+`byteps-compress` (each machine's shard compressed, pushed to the server actor, which
+decompresses, sums and recompresses, pulled and decompressed), `ps` for `none`; with
+`--servers 0`: `allgather` (each worker's payload to every other), `fp32` for `none`;
+acpsgd and covap as their own strategies. Measured: the cell's wall time in
 `emulate_cell` (actor start-up, the emulated iterations, the fidelity reduces, the
 virtual clock), the actors' start-up (creation to
 every one in its process groups), the median wall time of one emulated iteration (the
@@ -33,19 +38,24 @@ def main() -> None:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--only", default="")
+    parser.add_argument("--servers", type=int, default=1)
+    parser.add_argument("--clock", choices=("virtual", "wall"), default="virtual")
     args = parser.parse_args()
+
+    from pydantic import ValidationError
 
     from gcbench.cluster.emulate import emulate_cell, fed_simulation
     from gcbench.compress import names
     from gcbench.config import Cell
-    from gcbench.errors import ConfigError
+    from gcbench.errors import ConfigError, first_error
     from gcbench.runner.local import connect
     from gcbench.sim import simulate_cell
 
     t0 = time.perf_counter()
     connect()
-    print(f"Ray start-up: {time.perf_counter() - t0:.1f} s; {args.model}, 2 machines x 2 GPUs, "
-          f"25 Gbps, {args.steps} emulated iterations a cell")  # fmt: skip
+    print(f"Ray start-up: {time.perf_counter() - t0:.1f} s; {args.model}, 2 machines x 2 GPUs "
+          f"+ {args.servers} servers, 25 Gbps, {args.steps} emulated iterations a cell, "
+          f"{args.clock} clock")  # fmt: skip
     print(f"{'compressor':11s} {'cell s':>7s} {'start-up s':>10s} {'iter wall s':>11s} "
           f"{'virtual ms':>10s} {'simulated ms':>12s} {'sim fed ms':>10s} {'fed/virt':>8s} "
           f"{'bytes/model':>11s} {'agg error':>9s} {'after EF':>9s}")  # fmt: skip
@@ -56,21 +66,27 @@ def main() -> None:
         own = kind in STRATEGIES and STRATEGIES[kind].compressor == "own"
         if kind == "threshold":  # no default threshold: a typical |g| of these gradients
             kind = "threshold:threshold=0.001"
-        cell = Cell.model_validate(
-            {
-                "model": args.model,
-                "compressor": kind,
-                "network": {"inter_gbps": 25},
-                "cluster": {"machines": 2, "gpus_per_machine": 2},
-                # a compressor that is a strategy of its own (acpsgd, covap) runs as one
-                "strategy": "fp32" if kind == "none" else (kind if own else "allgather"),
-            }
-        )
-        t = time.perf_counter()
+        plain, compressed = ("ps", "byteps-compress") if args.servers else ("fp32", "allgather")
         try:
+            cell = Cell.model_validate(
+                {
+                    "model": args.model,
+                    "compressor": kind,
+                    "network": {"inter_gbps": 25},
+                    "cluster": {"machines": 2, "gpus_per_machine": 2, "cpu_servers": args.servers},
+                    # a compressor that is a strategy of its own (acpsgd, covap) runs as one
+                    "strategy": plain if kind == "none" else (kind if own else compressed),
+                    "mode": "emulate",
+                    "clock": args.clock,
+                }
+            )
+            t = time.perf_counter()
             e = emulate_cell(cell, steps=args.steps)
         except ConfigError as err:
-            print(f"{kind:11s} not emulated: {err}")
+            print(f"{kind.split(':')[0]:11s} not emulated: {err}")
+            continue
+        except ValidationError as err:
+            print(f"{kind.split(':')[0]:11s} not emulated: {first_error(err)}")
             continue
         total = time.perf_counter() - t
         sim = simulate_cell(cell).metrics

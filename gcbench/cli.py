@@ -1072,14 +1072,15 @@ def simulate(
         if trace is not None:
             _writable(trace, "--trace")
         if cell.mode == "emulate":
-            from gcbench.cluster.emulate import check_cell, emulated_metrics
+            from gcbench.cluster.emulate import check_cell, emulated
             from gcbench.runner.local import connect
             from gcbench.sim.costs import SimResult
 
             check_cell(cell)  # before Ray starts
             started = connect()
             try:
-                result = SimResult(emulated_metrics(cell))
+                rows, spans = emulated(cell)
+                result = SimResult(rows[0], spans)
             finally:
                 if started:
                     import ray

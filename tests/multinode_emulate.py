@@ -1,7 +1,8 @@
 """Run by tests/test_cluster.py in a process of its own: a fake 3-node Ray cluster
 (`ray.cluster_utils.Cluster`, every node on 127.0.0.1, two of them with 2 GPUs and the
 `summation` resource) and emulated 2 x 2 cells; prints, as JSON, the Ray node of each
-worker by rank, with and without GPUs, and the refusals of cells that cannot fit."""
+worker by rank, with and without GPUs, the node of a PS cell's summation server, and the
+refusals of cells that cannot fit."""
 
 from __future__ import annotations
 
@@ -32,23 +33,25 @@ cluster.wait_for_nodes()
 ray.init(address=cluster.address, log_to_driver=False)
 
 
-def cell(machines: int, per: int) -> Cell:
+def cell(machines: int, per: int, servers: int = 0) -> Cell:
     return Cell.model_validate(
         {
             "model": "tiny-mlp",
             "compressor": "none",
             "network": {"inter_gbps": 10},
-            "cluster": {"machines": machines, "gpus_per_machine": per},
-            "strategy": "fp32-2level",
+            "cluster": {"machines": machines, "gpus_per_machine": per, "cpu_servers": servers},
+            "strategy": "ps" if servers else "fp32-2level",
         }
     )
 
 
 e = emulate_cell(cell(2, 2), steps=1)
+ps = emulate_cell(cell(2, 2, servers=1), steps=1)
+summation = [n["NodeID"] for n in ray.nodes() if n["Resources"].get("summation")]
 refused = []
-for machines, per in ((2, 4), (3, 2)):
+for machines, per, servers in ((2, 4, 0), (3, 2, 0), (2, 2, 3)):
     try:
-        refuse_placement(cell(machines, per), [n for n in ray.nodes() if n["Alive"]])
+        refuse_placement(cell(machines, per, servers), [n for n in ray.nodes() if n["Alive"]])
     except ConfigError as err:
         refused.append(str(err))
 # A placement made impossible mid-run: a GPU node leaves; the next cell is infeasible
@@ -73,6 +76,7 @@ if gpus:
         g for g in placement_group_table().values() if g.get("state") != "REMOVED"
     ]
 print(json.dumps({"nodes": e.nodes, "error": e.error_first, "refused": refused,
-                  "midrun": midrun}, default=str))  # fmt: skip
+                  "midrun": midrun, "server_nodes": ps.server_nodes, "ps_error": ps.error_first,
+                  "summation_nodes": summation}, default=str))  # fmt: skip
 ray.shutdown()
 cluster.shutdown()

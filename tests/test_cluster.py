@@ -3,6 +3,9 @@ on loopback, checked against sums computed here from the same seeds."""
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 import torch
 
@@ -13,13 +16,15 @@ from gcbench.compress import create
 from gcbench.config import Cell
 
 
-def cell(strategy: str, compressor: str = "none", machines: int = 2, gpus: int = 2) -> Cell:
+def cell(
+    strategy: str, compressor: str = "none", machines: int = 2, gpus: int = 2, servers: int = 0
+) -> Cell:
     return Cell.model_validate(
         {
             "model": "tiny-mlp",
             "compressor": compressor,
             "network": {"inter_gbps": 10},
-            "cluster": {"machines": machines, "gpus_per_machine": gpus},
+            "cluster": {"machines": machines, "gpus_per_machine": gpus, "cpu_servers": servers},
             "strategy": strategy,
         }
     )
@@ -149,6 +154,41 @@ def test_an_emulate_suite_runs_through_the_runner(ray_local, tmp_path):
     )
     assert rows.loc["fp32", "agg_error"] < 1e-6
     assert 0.1 < rows.loc["allgather", "agg_error"] < 1.5  # signs and a scale per worker
+    # each emulated cell's trace is worker 0's timeline, as the simulator's
+    traces = list((tmp_path / "r" / "e").glob("*/traces/*.json.gz"))
+    assert len(traces) == 2
+    for path in traces:
+        spans = json.loads(gzip.decompress(path.read_bytes()))
+        assert {"forward", "backward", "comm", "update"} <= {s["kind"] for s in spans}
+
+
+def test_a_wall_clock_suite_records_a_real_iteration_per_repetition(ray_local, tmp_path):
+    """`clock: wall` through `gcbench run`: a row per repetition, each a warm iteration
+    of its own as it ran (so they differ), at least the profile's compute long, with the
+    trace of the last."""
+    from gcbench import load_results
+    from gcbench.config import load_suite
+    from gcbench.runner import run_suite
+
+    from conftest import write
+
+    suite = load_suite(
+        write(
+            tmp_path,
+            "w.yaml",
+            "name: w\nmode: emulate\nclock: wall\nrepetitions: 2\ngrid:\n  model: tiny-mlp\n"
+            "  strategy: [byteps-compress]\n  compressor: [efsignsgd]\n"
+            "  network: {inter_gbps: 10}\n"
+            "  cluster: {machines: 2, gpus_per_machine: 2, cpu_servers: 1}\n",
+        )
+    )
+    summary = run_suite(suite, tmp_path / "r")
+    assert summary.failed == 0
+    rows = load_results(tmp_path / "r" / "w")
+    assert list(rows["clock"]) == ["wall"] * 2 and sorted(rows["repetition"]) == [0, 1]
+    assert rows["iteration_s"].nunique() == 2
+    assert (rows["iteration_s"] >= rows["compute_s"]).all() and (rows["comm_total_s"] > 0).all()
+    assert len(list((tmp_path / "r" / "w").glob("*/traces/*.json.gz"))) == 1
 
 
 def test_every_listening_socket_of_an_emulated_run_is_on_loopback(ray_local):
@@ -195,7 +235,9 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster(gpus):
     (STRICT_SPREAD), and the cell still aggregates exactly. Where the nodes have GPUs
     (two of them 2 each), every worker holds one, and cells that need more GPUs than a
     node or the cluster has are refused before any actor starts; when a GPU node leaves
-    between cells, the next cell is infeasible (an `infeasible` row), said within 30 s."""
+    between cells, the next cell is infeasible (an `infeasible` row), said within 30 s.
+    A PS cell's summation server runs on a node that declares the `summation` resource
+    (two of the three), and three servers are refused (two units in all)."""
     import json
     import subprocess
     import sys
@@ -215,15 +257,18 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster(gpus):
     assert nodes[0] == nodes[1] and nodes[2] == nodes[3]  # ranks 0-1 machine 0, 2-3 machine 1
     assert nodes[0] != nodes[2]
     assert got["error"] < 1e-6
+    assert len(got["summation_nodes"]) == 2
+    assert got["server_nodes"][0] in got["summation_nodes"] and got["ps_error"] < 1e-6
+    assert "3 summation servers cannot be placed" in got["refused"][-1]
     if gpus:
-        assert len(got["refused"]) == 2  # 4 GPUs on one node; 6 in all
+        assert len(got["refused"]) == 3  # 4 GPUs on one node; 6 in all; 3 servers
         assert all("cannot be placed on this Ray cluster" in r for r in got["refused"])
         # a GPU node leaves mid-run: the next cell is infeasible within 30 s, nothing left
         midrun = got["midrun"]
         assert midrun["raised"] and "changed during the run" in midrun["raised"], midrun
         assert midrun["seconds"] < 30 and midrun["groups_left"] == []
     else:
-        assert got["refused"] == []  # CPU workers share the cores: any number fits
+        assert len(got["refused"]) == 1  # CPU workers share the cores: any number fits
 
 
 @pytest.mark.slow
@@ -298,3 +343,187 @@ def test_no_actor_or_placement_group_outlives_a_20_cell_run(ray_local):
     assert not alive
     assert all(pg["state"] == "REMOVED" for pg in placement_group_table().values())
     assert len(placement_group_table()) >= 20  # the check saw the cells' groups
+
+
+def test_the_wall_clock_times_the_real_iteration_with_compute_waited_out(ray_local):
+    """`clock: wall`: the same work as the virtual clock (the aggregate equal to the last
+    bit, the same bytes per phase), timed as it ran. Compute is the profile's, waited
+    out on the compute thread (scaled up here so it dominates): the iteration lasts at
+    least that long, the backward jobs sit where the profile puts them, each bucket's
+    collectives start once its gradients are ready and, for all but the last bucket,
+    while backward still runs (overlap, as the simulator's streams)."""
+    base = {**cell("fp32", "none").model_dump(), "fusion": "tensor"}
+    base["network"]["compute_scale"] = 1000.0
+    virtual = Cell.model_validate({**base, "mode": "emulate"})
+    wall = Cell.model_validate({**base, "mode": "emulate", "clock": "wall"})
+    assert wall.id != virtual.id
+    ev, ew = emulate_cell(virtual, steps=2, keep=True), emulate_cell(wall, steps=2, keep=True)
+    assert ew.phase_bytes == ev.phase_bytes
+    assert all(torch.equal(a, b) for a, b in zip(ew.aggregates, ev.aggregates, strict=True))
+    profile, plan, _ = plan_of(wall)
+    compute = profile.forward_s + sum(t.backward_s for t in profile.tensors) + profile.update_s
+    m = ew.metrics
+    assert compute > 0.03 and len(plan.buckets) > 1
+    assert compute <= m["iteration_s"] < compute + 2.0
+    assert m["compute_s"] == pytest.approx(compute, rel=0.05)
+    assert m["wire_bytes"] == ev.metrics["wire_bytes"]  # counted as the simulator counts
+    assert m["comm_total_s"] > 0 and m["throughput"] > 0
+    assert ew.step_wall_s[-1] >= compute
+
+
+def test_the_wall_clock_overlaps_communication_with_backward():
+    """Without Ray: a worker of one (collectives over a group of one) with the wall
+    clock's threads; each bucket's phase starts after its gradients are ready, and the
+    first bucket's before backward ends."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from gcbench.cluster import worker as w
+
+    base = {**cell("fp32", "none", machines=1, gpus=1).model_dump(), "fusion": "tensor"}
+    base["network"]["compute_scale"] = 1000.0
+    c = Cell.model_validate({**base, "mode": "emulate", "clock": "wall"})
+    profile, plan, _ = plan_of(c)
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=30))  # fmt: skip
+    try:
+        me = object.__new__(w.Worker)
+        me.rank, me.world, me.gpus = 0, 1, 1
+        g = dist.group.WORLD
+        me.groups = w.Groups(g, g, g, {"flat": 1, "intra": 1, "inter": 1},
+                             {"flat": 0, "intra": 0, "inter": 0})  # fmt: skip
+        numels = [t.numel for t in profile.tensors]
+        xs = [bucket_gradient(0, 0, 0, bk, numels) for bk in plan.buckets]
+        outs, jobs, iteration_s = me.wall_step(
+            profile, plan, xs, create("none"), w.create_memory("none"), 0
+        )
+    finally:
+        dist.destroy_process_group()
+    assert all(torch.equal(o.aggregate, x) for o, x in zip(outs, xs, strict=True))
+    assert len(plan.buckets) > 1
+    assert iteration_s >= profile.compute_s
+    ready = {t.name: j.end_s for t in profile.tensors for j in jobs if j.name == t.name}
+    backward_end = max(ready.values())
+    comm = {j.name.split()[1]: j for j in jobs if j.kind == "comm"}
+    assert sorted(comm) == [str(b) for b in range(len(plan.buckets))]
+    for b, bucket in enumerate(plan.buckets):
+        last = max(ready[profile.tensors[i].name] for i in bucket)
+        assert comm[str(b)].start_s >= last
+    assert comm["0"].start_s < backward_end  # overlapped with the rest of backward
+
+
+@pytest.mark.parametrize("strategy", ["ps", "byteps"])
+def test_summation_servers_sum_exactly_and_time_as_the_simulator(ray_local, strategy):
+    """PS (`intra:rs inter:ps intra:ag`) and BytePS (its split between the servers and
+    an allreduce) through one summation-server actor: the aggregate is the exact sum
+    within fp32 rounding, each phase moves its dense slice, and the virtual clock is
+    the simulator's to 1e-9."""
+    from gcbench.sim import simulate_cell
+
+    c = cell(strategy, servers=1)
+    e = emulate_cell(c, steps=2)
+    assert e.bound_ratio <= 1.0
+    assert 0 < e.error_first < 1e-6 and e.error_total < 1e-6
+    profile, plan, _ = plan_of(c)
+    numels = [t.numel for t in profile.tensors]
+    for rank_bytes in e.phase_bytes:
+        for bucket, phases in zip(plan.buckets, rank_bytes, strict=True):
+            shard = 4 * -(-sum(numels[i] for i in bucket) // 2)
+            assert phases == [2 * shard, shard, shard]
+    want = simulate_cell(c).metrics
+    assert e.iteration_s == pytest.approx(want["iteration_s"], rel=1e-9, abs=0)
+    assert e.metrics["wire_bytes"] == want["wire_bytes"]
+
+
+def test_compressing_servers_decompress_sum_and_recompress(ray_local):
+    """BytePS-Compress (`intra:rs gc inter:ps* gd intra:ag`) with randomk through two
+    servers: each machine's shard is compressed (1% of its positions, the same on every
+    worker of a step), the server decompresses both machines' payloads, sums and
+    recompresses (the same positions), so the aggregate holds the exact sum of all four
+    workers on those positions and zero elsewhere; the virtual clock is the simulator's."""
+    from gcbench.sim import simulate_cell
+
+    c = cell("byteps-compress", "randomk", servers=2)
+    e = emulate_cell(c, steps=1, keep=True)
+    profile, plan, _ = plan_of(c)
+    numels = [t.numel for t in profile.tensors]
+    for b, bucket in enumerate(plan.buckets):
+        exact = sum(bucket_gradient(c.seed, r, 0, bucket, numels) for r in range(4))
+        got = e.aggregates[b]
+        kept = got != 0
+        n = exact.numel()
+        assert 0 < int(kept.sum()) <= 2 * create("randomk").wire_bytes(-(-n // 2), 0) // 4
+        assert torch.allclose(got[kept], exact[kept], rtol=1e-5, atol=1e-7)
+        payload = create("randomk").wire_bytes(-(-n // 2), 0)
+        assert all(rank[b] == [4 * n, payload, 4 * -(-n // 2)] for rank in e.phase_bytes)
+    assert e.iteration_s == pytest.approx(simulate_cell(c).metrics["iteration_s"], rel=1e-9)
+
+
+def test_servers_get_bytepss_partitions_round_robin():
+    """A dense slice is cut into 4,096,000-byte partitions dealt round-robin (the loads
+    `comm.byteps.server_loads` charges); a payload goes whole to one server."""
+    from gcbench.cluster.server import Servers
+    from gcbench.comm.byteps import server_loads
+
+    class Handle:
+        def __init__(self):
+            self.got: list[int] = []
+            self.pushpull = self
+
+        def remote(self, key, step, expected, rank, data, codec=""):
+            self.got.append(data.element_size() * data.numel() if torch.is_tensor(data) else -1)
+            return key
+
+    handles = [Handle(), Handle(), Handle()]
+    s = Servers(handles, ring=1, machines=2, machine=0)
+    keys = s.push("bucket0", 0, torch.zeros(2_500_000))
+    assert len(keys) == 3 and all("ring 1" in k for k in keys)
+    assert [sum(h.got) for h in handles] == server_loads(4 * 2_500_000, 3)
+    s.push("bucket0", 0, create("randomk").compress(torch.ones(1000), "b", 0))
+    assert sorted(len(h.got) for h in handles) == [1, 1, 2]
+
+
+@pytest.mark.parametrize("clock", ["virtual", "wall"])
+def test_measured_compute_runs_the_real_backward_on_each_worker(ray_local, clock):
+    """`compute_time: measured`: each worker's gradients are tiny-mlp's real gradients
+    on its own seeded input (the aggregate is their sum, recomputed here from the same
+    seeds, and not the synthetic gradients' sum), and the compute in the timeline is the
+    forward and backward as they ran on the actor, not the profile's."""
+    from gcbench.cluster.backward import Backward
+
+    base = cell("fp32").model_dump()
+    c = Cell.model_validate({**base, "mode": "emulate", "clock": clock, "compute_time": "measured"})
+    e = emulate_cell(c, steps=2, keep=True)
+    profile, plan, _ = plan_of(c)
+    numels = [t.numel for t in profile.tensors]
+    real = [Backward(profile, c.seed).step(r, 0)[0] for r in range(4)]
+    for b, bucket in enumerate(plan.buckets):
+        exact = sum(torch.cat([g[i] for i in bucket]) for g in real)
+        synthetic = sum(bucket_gradient(c.seed, r, 0, bucket, numels) for r in range(4))
+        assert torch.allclose(e.aggregates[b], exact, rtol=1e-5, atol=1e-7)
+        assert not torch.allclose(e.aggregates[b], synthetic, rtol=1e-2)
+    assert e.bound_ratio <= 1.0 and e.error_first < 1e-6
+    m = e.metrics
+    assert m["compute_s"] > 0 and m["compute_s"] != pytest.approx(profile.compute_s, rel=0.01)
+    assert m["iteration_s"] >= m["compute_s"]
+    backward = [s for s in e.spans if s.kind == "backward"]
+    assert len(backward) == len(profile.tensors)
+
+
+def test_measured_compute_is_refused_for_a_model_it_cannot_run(tmp_path):
+    """A model whose profile comes from a file has no module to run: refused before
+    any actor starts."""
+    from gcbench.cluster.emulate import check_cell
+    from gcbench.errors import ConfigError
+    from gcbench.zoo.profile import model_profile
+    from gcbench.zoo.profile_io import write_profile
+
+    path = tmp_path / "tiny.json"
+    write_profile(model_profile("tiny-mlp", 16, "v100"), path)
+    base = cell("fp32").model_dump()
+    base["model"] = {"name": "tiny-mlp", "profile": str(path)}
+    c = Cell.model_validate({**base, "mode": "emulate", "compute_time": "measured"})
+    with pytest.raises(ConfigError, match="compute_time: measured runs a zoo model"):
+        check_cell(c)

@@ -1,23 +1,31 @@
 """Emulate one cell on Ray (issue #14, DESIGN §6): one `Worker` actor per GPU of the
 cell, placed per machine (one placement-group bundle per machine: STRICT_SPREAD when the
-Ray cluster has a node per machine, PACK otherwise), executing the cell's plan with real
-gradients, compressors and collectives for `steps` iterations.
+Ray cluster has a node per machine, PACK otherwise), and one `server.Server` actor per
+summation server of the cell (on the nodes that declare the `summation` resource, where
+some do), executing the cell's plan with real gradients, compressors, collectives and
+push/pull for `steps` iterations.
 
 What comes back (`Emulation`): per bucket the bytes each phase moved (counted from the
-payloads, per worker), the wall times of start-up and of each emulated iteration, and the
-numerical fidelity, measured by rank 0 (`worker.Fidelity`): the aggregated gradient
-against the exact sum of every worker's gradient (a float64 reduce), after one step and
-summed over all steps (where error feedback pays back what compression dropped).
+payloads, per worker), the wall times of start-up and of each emulated iteration, worker
+0's timeline (its spans: the cell's trace) and the numerical fidelity, measured by rank
+0 (`worker.Fidelity`): the aggregated gradient against the exact sum of every worker's
+gradient (a float64 reduce), after one step and summed over all steps (where error
+feedback pays back what compression dropped).
 
-The virtual clock: each worker times its iteration with the simulator's timeline, its
-buckets' compressed payloads as it sent them and every collective's start and end agreed
-with the peers it ran with (`Worker.clock`); compute and (de)compression times come
-from the profile and the cost tables. `mode: emulate` cells run this from the runner's
-task (`runner.cell.execute_cell`).
+The clocks (`cell.clock`): `virtual` — each worker times its iteration with the
+simulator's timeline, its buckets' compressed payloads as it sent them and every
+collective's start and end agreed with the peers it ran with (`Worker.clock`); compute
+and (de)compression times come from the profile and the cost tables. `wall` — the
+iteration as it ran (`Worker.wall_step`): compute waited out from the profile, the
+compression, collectives and push/pull real. `mode: emulate` cells run this from the
+runner's task (`runner.cell.execute_cell`, through `emulated`).
 
-Not yet (issue #14, left for later): the wall clock, measured compute times, summation
-servers, the phases `execute.NotEmulated` names, traces of emulated cells, and fault
-handling beyond a bounded wait (restarts, `infeasible` rows).
+`compute_time: measured` runs the zoo model's real forward and backward on each actor
+(`backward.Backward`): the gradients are its gradients, and compute takes as long as it
+took (on a virtual clock, each worker's timeline uses the times its step 0 measured).
+
+Not yet (issue #14, left for later): the phases `execute.NotEmulated` names, actor reuse
+across cells, NCCL on GPU clusters.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ from gcbench.errors import ConfigError, InfeasibleError
 STEPS = 3  # iterations an emulated cell runs (agg_error_steps sums them)
 ATTEMPTS = 2  # runs of a cell whose worker dies, in all
 PLACEMENT_S = 30.0  # how long a feasible placement may wait for resources
+# glibc's malloc arenas per actor process: the wall clock's two threads would each keep
+# an arena of freed gradient-sized blocks (bert-base's 2 x 2 cell peaked 2 GB higher)
+ACTOR_ENV = {"env_vars": {"MALLOC_ARENA_MAX": "2"}}
 # Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
 # host's cores, and a cell's task and actors must fit beside the other cells' tasks)
 WORKER_CPUS = 0.01
@@ -51,6 +62,7 @@ class Emulation:
     planner_s: float  # the driver's planning of the cell (planner strategies)
     startup_s: float  # from creating the actors to every one in its process groups
     nodes: list[str]  # the Ray node each worker ran on, by rank
+    server_nodes: list[str]  # the Ray node each summation server ran on
     attempts: int  # 2 or more: a worker died and the cell ran again
     step_wall_s: list[float]  # each emulated iteration's wall time (the slowest worker's)
     aggregates: list[torch.Tensor]  # with `keep`: rank 0's aggregate per bucket, step 0
@@ -59,6 +71,8 @@ class Emulation:
     # largest |aggregate - exact| / ((n - 1) · 2^-23 · Σ|g|) over the elements at step 0:
     # at most 1 for an exact fp32 sum of n workers (its worst-case rounding)
     bound_ratio: float
+    spans: list[Any]  # rank 0's timeline (virtual: step 0; wall: the last step) as Spans
+    step_metrics: list[dict[str, Any]]  # wall clock: rank 0's metrics of each step
 
 
 def free_port() -> int:
@@ -98,27 +112,43 @@ def fed_simulation(cell: Cell, e: Emulation) -> float:
     return simulate(profile, costs, plan, keep_jobs=False, payloads=payloads).iteration_s
 
 
-def emulated_metrics(cell: Cell, steps: int = STEPS) -> dict[str, Any]:
-    """A Record's metrics for an emulated cell: worker 0's virtual timeline (the
-    simulator's metrics), the planner's seconds, and the aggregation errors."""
-    e = emulate_cell(cell, steps)
-    return {
-        **e.metrics,
+def emulated(cell: Cell, repetitions: int = 1) -> tuple[list[dict[str, Any]], list[Any]]:
+    """A Record's metrics per repetition for an emulated cell, and worker 0's spans: its
+    timeline (the simulator's metrics), the planner's seconds, the aggregation errors.
+
+    The virtual clock is deterministic (and the gradients seeded): one emulation serves
+    every repetition. The wall clock is not: the cell runs one warm-up step more than
+    its repetitions (at least `STEPS` in all), each repetition a step after the first
+    (which compiles kernels and opens gloo's connections)."""
+    wall = cell.clock == "wall"
+    e = emulate_cell(cell, max(STEPS, repetitions + 1) if wall else STEPS)
+    extra = {
         "planner_s": e.planner_s,
         "plan_file": "",
         "agg_error": e.error_first,
         "agg_error_steps": e.error_total,
     }
+    per_step = e.step_metrics[-repetitions:] if wall else [e.metrics] * repetitions
+    return [{**m, **extra} for m in per_step], e.spans
 
 
 def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
     """ConfigError when the Ray cluster (`ray.nodes()`, the live ones) can never hold the
-    cell's workers: where it has GPUs, one per worker (at least `gpus_per_machine` on a
-    node, `machines x gpus_per_machine` in all)."""
+    cell's actors: where it has GPUs, one per worker (at least `gpus_per_machine` on a
+    node, `machines x gpus_per_machine` in all); where it declares the `summation`
+    resource, one unit per summation server."""
+    cl = cell.cluster
+    held = [n.get("Resources", {}).get("summation", 0.0) for n in nodes]
+    if cl.cpu_servers and any(held) and sum(held) < cl.cpu_servers:
+        raise ConfigError(
+            [
+                f"emulate: {cl.cpu_servers} summation servers cannot be placed on this Ray "
+                f"cluster (it declares {sum(held):g} units of the summation resource)"
+            ]
+        )
     gpus_on = [n.get("Resources", {}).get("GPU", 0.0) for n in nodes]
     if not any(gpus_on):
         return  # CPU workers share the cores: any number fits
-    cl = cell.cluster
     if sum(gpus_on) < cl.gpus or max(gpus_on) < cl.gpus_per_machine:
         raise ConfigError(
             [
@@ -134,9 +164,15 @@ def check_cell(cell: Cell) -> tuple[Any, Any]:
     naming why); its profile and plan step otherwise."""
     from gcbench.compress import create
 
-    if cell.cluster.cpu_servers:
-        raise ConfigError(["emulate: summation servers are not emulated yet (cpu_servers: 0)"])
     profile, step = _step(cell)
+    if cell.compute_time == "measured":
+        from gcbench.zoo.nets import BUILDERS
+
+        if cell.model.profile is not None or profile.name not in BUILDERS:
+            raise ConfigError(
+                [f"emulate: compute_time: measured runs a zoo model's real backward; "
+                 f"{cell.model.profile or profile.name} is not one (compute_time: profile)"]
+            )  # fmt: skip
     compressor = create(cell.compressor.kind, **cell.compressor.params())
     for o in step.plan.options:
         if o is None:
@@ -160,7 +196,7 @@ def emulate_cell(
     _, step = check_cell(cell)
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            results, startup_s = _attempt(cell, steps, timeout_s, keep)
+            results, startup_s, server_nodes = _attempt(cell, steps, timeout_s, keep)
             break
         except RayActorError as e:
             if attempt == ATTEMPTS:
@@ -180,20 +216,25 @@ def emulate_cell(
         bound_ratio=fid["bound_ratio"],
         startup_s=startup_s,
         nodes=[r["node"] for r in results],
+        server_nodes=server_nodes,
         step_wall_s=[max(r["step_s"][k] for r in results) for k in range(steps)],
         attempts=attempt,
+        spans=results[0]["spans"],
+        step_metrics=results[0]["step_metrics"],
     )
 
 
 def _attempt(
     cell: Cell, steps: int, timeout_s: float, keep: bool
-) -> tuple[list[dict[str, Any]], float]:
-    """One attempt on fresh actors: every worker's result by rank, and the start-up
-    seconds. The actors and their placement group are released whatever happens."""
+) -> tuple[list[dict[str, Any]], float, list[str]]:
+    """One attempt on fresh actors: every worker's result by rank, the start-up seconds
+    and the servers' nodes. The actors and their placement groups are released whatever
+    happens."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+    from gcbench.cluster.server import Server
     from gcbench.cluster.worker import Worker
 
     machines, gpus = cell.cluster.machines, cell.cluster.gpus_per_machine
@@ -210,12 +251,19 @@ def _attempt(
         [bundle] * machines,
         strategy="STRICT_SPREAD" if len(alive) >= machines > 1 else "PACK",
     )
-    ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_S)
-    if not ready:  # it fitted when asked: the cluster changed under the run
-        remove_placement_group(pg)
+    k = cell.cluster.cpu_servers
+    # the summation servers: on the nodes that declare the resource, where some do
+    summation = any(n.get("Resources", {}).get("summation", 0) for n in alive)
+    server_bundle = {"CPU": WORKER_CPUS, **({"summation": 1.0} if summation else {})}
+    spg = placement_group([server_bundle] * k, strategy="SPREAD") if k else None
+    groups = [pg] + ([spg] if spg is not None else [])
+    ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=PLACEMENT_S)
+    if len(ready) < len(groups):  # it fitted when asked: the cluster changed under the run
+        for g in groups:
+            remove_placement_group(g)
         raise InfeasibleError(
-            f"emulate: {machines} x {gpus} workers could not be placed within "
-            f"{PLACEMENT_S:.0f} s (the Ray cluster's free resources changed)"
+            f"emulate: {machines} x {gpus} workers and {k} servers could not be placed "
+            f"within {PLACEMENT_S:.0f} s (the Ray cluster's free resources changed)"
         )
     port = free_port()
     t0 = time.perf_counter()
@@ -224,21 +272,38 @@ def _attempt(
         actor.options(
             num_cpus=WORKER_CPUS,
             num_gpus=per_gpu,
+            runtime_env=ACTOR_ENV,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=r // gpus
             ),
         ).remote(r, world, gpus, port)
         for r in range(world)
     ]
+    server: Any = ray.remote(Server)
+    servers: list[Any] = [] if spg is None else [
+        server.options(
+            num_cpus=WORKER_CPUS,
+            runtime_env=ACTOR_ENV,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                spg, placement_group_bundle_index=i
+            ),
+        ).remote(cell.compressor.kind, cell.compressor.params())
+        for i in range(k)
+    ]
     try:
-        _gather([w.ready.remote() for w in workers], timeout_s, "start")
+        up = [s.ready.remote() for s in servers]
+        _gather([w.ready.remote() for w in workers] + up, timeout_s, "start")
+        server_nodes = ray.get(up)  # answered already: in the servers' order
         startup_s = time.perf_counter() - t0
-        results = _gather([w.run.remote(cell, steps, keep) for w in workers], timeout_s, "finish")
+        results = _gather(
+            [w.run.remote(cell, steps, keep, servers) for w in workers], timeout_s, "finish"
+        )
     finally:
-        for w in workers:
-            ray.kill(w)
-        remove_placement_group(pg)
-    return sorted(results, key=lambda r: r["rank"]), startup_s
+        for a in workers + servers:
+            ray.kill(a)
+        for g in groups:
+            remove_placement_group(g)
+    return sorted(results, key=lambda r: r["rank"]), startup_s, server_nodes
 
 
 def _gather(refs: list[Any], timeout_s: float, what: str) -> list[Any]:

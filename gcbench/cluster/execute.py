@@ -1,32 +1,39 @@
 """One bucket's option executed for real (issue #14): the phase program of
-`sim.options.Option` run on this worker's gradient with the real compressor and real
-collectives of `torch.distributed` (gloo here, NCCL where there are GPUs).
+`sim.options.Option` run on this worker's gradient with the real compressor, the real
+collectives of `torch.distributed` (gloo here, NCCL where there are GPUs) and the real
+push/pull to summation-server actors through Ray (`server.Servers`).
 
 The state walks the option's steps as the simulator's lowering does (`sim.iteration`):
 a dense fp32 (or fp16) vector, or after `c` this worker's payload, or after a compressed
-allgather every peer's payload; `d` decompresses and sums. Levels are process groups:
-`flat` all workers, `intra` the workers of this machine, `inter` the workers with this
-local rank on every machine (one ring per local rank, as NCCL's hierarchical allreduce).
+allgather every peer's payload (after a compressed push/pull, the servers' recompressed
+sum); `d` decompresses and sums. Levels are process groups: `flat` all workers, `intra`
+the workers of this machine, `inter` the workers with this local rank on every machine
+(one ring per local rank, as NCCL's hierarchical allreduce; one key per ring on the
+servers). `byteps` sends BytePS's share through the servers and allreduces the rest.
 
 The bytes each phase moves are counted from the payloads: the bytes one worker puts into
-the collective (its dense slice, or its payload's `wire_bytes`), the quantity the
-simulator's cost models turn into link time. Phases this slice does not execute yet
-(alltoall, gather, reduce, broadcast, push/pull to servers, CPU placement) raise
-`NotEmulated` naming the option.
+the collective or pushes (its dense slice, or its payload's `wire_bytes`). Phases this
+slice does not execute yet (alltoall, gather, reduce, broadcast, CPU placement) raise
+`NotEmulated` naming the option. `execute` runs an option in parts, for the wall clock's
+threads; `run_option` runs it whole.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
+from gcbench.cluster.server import Servers
+from gcbench.comm import byteps_partition
 from gcbench.compress.base import Compressor, Memory, Payload
 from gcbench.errors import ConfigError
 from gcbench.sim.options import Op, Option, Phase
 
-SUPPORTED = ("allreduce", "reduce_scatter", "allgather")
+SUPPORTED = ("allreduce", "reduce_scatter", "allgather", "pushpull", "byteps")
 
 
 class NotEmulated(ConfigError):
@@ -43,6 +50,7 @@ class Groups:
     inter: object
     sizes: dict[str, int]
     ranks: dict[str, int]
+    servers: Servers | None = None  # the cell's summation servers, where it has some
 
     def group(self, level: str) -> object:
         return {"flat": self.flat, "intra": self.intra, "inter": self.inter}[level]
@@ -88,6 +96,17 @@ def check(option: Option, compressor: Compressor | None = None) -> None:
             )
 
 
+# What `execute` yields between its parts (the simulator's lowering, `sim.iteration`):
+# before the first phase the work is the GPU's, behind backward; a GPU operation after a
+# phase has run waits for backward to end
+COMM, DEFERRED = "comm", "deferred"
+
+
+def stream_of(level: str, machines: int) -> str:
+    """The simulator's stream a phase at `level` occupies (`sim.iteration._lower`)."""
+    return "inter_tx" if level == "inter" or (level == "flat" and machines > 1) else "intra"
+
+
 def run_option(
     option: Option,
     x: torch.Tensor,
@@ -99,56 +118,124 @@ def run_option(
 ) -> Outcome:
     """Execute `option` on this worker's bucket gradient `x` (1-D fp32): the sum over
     every worker of what the option delivers, on every worker."""
-    check(option, compressor)
     out = Outcome(torch.empty(0))
+    for _ in execute(option, x, compressor, memory, key, step, groups, out):
+        pass
+    return out
+
+
+def execute(
+    option: Option,
+    x: torch.Tensor,
+    compressor: Compressor,
+    memory: Memory,
+    key: str,
+    step: int,
+    groups: Groups,
+    out: Outcome,
+    log: list[tuple[str, str, str, float, float, int]] | None = None,
+    tag: str = "",
+) -> Iterator[str]:
+    """`run_option` in parts, for the wall clock (`worker.Worker`): yields `COMM` before
+    the first phase and `DEFERRED` before the first operation after a phase, so the
+    caller can run each part on the thread the simulator puts it on; the aggregate lands
+    in `out`. With `log`, each operation and phase appends (stream, label, kind, start,
+    end, bytes), times from `time.perf_counter`, labelled `tag` and the step as the
+    simulator labels its jobs (`bucket 3 inter:ag*`)."""
+    check(option, compressor)
     n = x.numel()
+    machines = groups.sizes["inter"]
     v: torch.Tensor | None = x.half() if option.fp16 else x.clone()
     mine: Payload | None = None  # after `c`: this worker's payload
     theirs: list[Payload] | None = None  # after a compressed allgather: every peer's
     sizes: list[int] = []  # the dense lengths before each reduce-scatter (to undo padding)
+    started = deferred = False
     for s in option.steps:
+        t0 = time.perf_counter()
         if isinstance(s, Op):
+            if started and not deferred:
+                deferred = True
+                yield DEFERRED
+                t0 = time.perf_counter()
             if s.op == "c":
                 assert v is not None
                 dense = v.float()
                 comp = memory.compensate(dense, key, step)
                 mine = compressor.compress(comp, key, step)
                 memory.update(comp, key, step, compressor, mine)
+                # nothing dense held while suspended (the wall clock keeps a generator per
+                # bucket until backward ends: bert-base's would hold 880 MB a worker)
                 v = None
+                del dense, comp
             else:
                 got = theirs if theirs is not None else [mine]
                 assert got[0] is not None
                 v = compressor.aggregate(got, key, step).reshape(-1)  # type: ignore[arg-type]
                 mine = theirs = None
+            if log is not None:
+                kind = "compress" if s.op == "c" else "decompress"
+                log.append(("compute", f"{tag} {kind}", kind, t0, time.perf_counter(), 0))
             continue
+        if not started:
+            started = True
+            yield COMM
+            t0 = time.perf_counter()
         group, size = groups.group(s.level), groups.sizes[s.level]
+        if s.collective in ("pushpull", "byteps") and groups.servers is None:
+            raise NotEmulated(f"option {option.name!r}: {s.token} needs summation servers")
         if s.compressed:
             assert mine is not None
-            out.phase_bytes.append(mine.wire_bytes)
-            if s.collective == "allgather":
+            sent = mine.wire_bytes
+            if s.collective == "pushpull":  # the servers sum and recompress: one payload
+                assert groups.servers is not None
+                theirs = [groups.servers.pull(groups.servers.push(key, step, mine))]
+                mine = None
+            elif s.collective == "allgather":
                 theirs = _allgather_payloads(mine, group, size)
             elif s.collective == "allreduce":  # additive payloads sum
                 for t in mine.tensors.values():
                     dist.all_reduce(t, group=group)
             else:
                 raise NotEmulated(f"option {option.name!r}: compressed {s.collective}")
-            continue
-        assert v is not None
-        if s.collective == "allreduce":
-            out.phase_bytes.append(v.numel() * v.element_size())
-            dist.all_reduce(v, group=group)
-        elif s.collective == "reduce_scatter":
-            out.phase_bytes.append(v.numel() * v.element_size())
-            sizes.append(v.numel())
-            v = _reduce_scatter(v, group, size, groups.ranks[s.level])
-        else:  # allgather of the dense shards
-            out.phase_bytes.append(v.numel() * v.element_size())
-            parts = [torch.empty_like(v) for _ in range(size)]
-            dist.all_gather(parts, v, group=group)
-            v = torch.cat(parts)[: sizes.pop()] if sizes else torch.cat(parts)
+        else:
+            assert v is not None
+            sent = v.numel() * v.element_size()
+            if s.collective == "allreduce":
+                dist.all_reduce(v, group=group)
+            elif s.collective == "pushpull":
+                assert groups.servers is not None
+                v = groups.servers.pull(groups.servers.push(key, step, v))
+            elif s.collective == "byteps":
+                assert groups.servers is not None
+                v = _byteps(v, key, step, group, groups.servers, len(groups.servers.handles))
+            elif s.collective == "reduce_scatter":
+                sizes.append(v.numel())
+                v = _reduce_scatter(v, group, size, groups.ranks[s.level])
+            else:  # allgather of the dense shards
+                parts = [torch.empty_like(v) for _ in range(size)]
+                dist.all_gather(parts, v, group=group)
+                v = torch.cat(parts)[: sizes.pop()] if sizes else torch.cat(parts)
+        out.phase_bytes.append(sent)
+        if log is not None:
+            label = f"{tag} {s.token}"
+            log.append((stream_of(s.level, machines), label, "comm", t0, time.perf_counter(), sent))
     assert v is not None, f"option {option.name!r} ends compressed"
     out.aggregate = v.float()[:n]
-    return out
+
+
+def _byteps(
+    v: torch.Tensor, key: str, step: int, group: object, servers: Servers, k: int
+) -> torch.Tensor:
+    """BytePS's split (`comm.byteps.byteps_partition`): the first x of the vector through
+    the servers and the rest allreduced among the machines, side by side (the push is
+    sent before the allreduce starts, the pull taken after it ends)."""
+    x, _ = byteps_partition(servers.machines, k)
+    cut = round(x * v.numel())
+    refs = servers.push(key, step, v[:cut]) if cut else []
+    rest = v[cut:].clone()
+    if rest.numel():
+        dist.all_reduce(rest, group=group)
+    return torch.cat([servers.pull(refs), rest]) if refs else rest
 
 
 def _reduce_scatter(v: torch.Tensor, group: object, size: int, rank: int) -> torch.Tensor:

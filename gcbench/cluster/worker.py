@@ -14,18 +14,29 @@ from __future__ import annotations
 
 import datetime
 import os
+import queue
 import socket
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from gcbench.cluster.execute import Groups, compressed_phase, run_option
+from gcbench.cluster.execute import (
+    DEFERRED,
+    Groups,
+    Outcome,
+    compressed_phase,
+    execute,
+    run_option,
+)
 from gcbench.cluster.gradients import bucket_gradient
 from gcbench.compress import create, create_memory
 from gcbench.config import Cell
-from gcbench.sim.iteration import Plan, simulate
+from gcbench.sim.engine import Job
+from gcbench.sim.iteration import Plan, Result, simulate, timeline_metrics
 
 
 def memory_kind(compressor: str) -> str:
@@ -70,6 +81,29 @@ class Fidelity:
         }
 
 
+def _payloads(plan: Plan, phase_bytes: list[list[int]]) -> list[float | None]:
+    """Each bucket's compressed payload as this worker sent it (None: none)."""
+    out: list[float | None] = []
+    for option, sent in zip(plan.options, phase_bytes, strict=True):
+        at = compressed_phase(option)
+        out.append(None if at is None else float(sent[at]))
+    return out
+
+
+def _holds_gpu() -> bool:
+    """Whether Ray gave this actor a GPU."""
+    import ray
+
+    return bool(ray.get_gpu_ids())
+
+
+def _sleep_until(t: float) -> None:
+    """Wait until `time.perf_counter()` reaches `t` (compute the profile times)."""
+    left = t - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
+
+
 class Worker:
     """One emulated GPU: rank `rank` of `world`, `gpus` to a machine."""
 
@@ -112,16 +146,26 @@ class Worker:
             ranks={"flat": rank, "intra": rank % gpus, "inter": rank // gpus},
         )
 
-    def run(self, cell: Cell, steps: int, keep: bool = False) -> dict[str, Any]:
+    def run(
+        self, cell: Cell, steps: int, keep: bool = False, servers: list[Any] | None = None
+    ) -> dict[str, Any]:
         """`steps` iterations of the cell's plan on this worker's gradients: per step and
-        bucket the bytes of each phase; (de)compression seconds; the virtual clock's
-        iteration at step 0 (`clock`); and from rank 0 the fidelity (`Fidelity`), with
-        `keep` its aggregated gradient of step 0 too (for small models: tests).
+        bucket the bytes of each phase; the iteration (`metrics`, `iteration_s`) on the
+        cell's clock — virtual (`clock`, step 0) or wall (`wall_step`, the last step: the
+        ones before warm the caches, compile 3LC's kernel and open gloo's pairs); the wall
+        time of each step; and from rank 0 the fidelity (`Fidelity`), with `keep` its
+        aggregated gradient of step 0 too (for small models: tests).
 
         The reference is every worker's raw gradient summed in float64 (a `reduce` to rank
-        0 beside the plan's collectives, not counted in its bytes): the exact sum to
-        within 2^-50 or so, against which rank 0 measures its aggregate."""
+        0 after the iteration, not counted in its bytes or time): the exact sum to within
+        2^-50 or so, against which rank 0 measures its aggregate. `servers`: the cell's
+        summation servers (`server.Server` actors), pushed to on this worker's ring."""
         from gcbench.cluster.emulate import plan_of
+        from gcbench.cluster.server import Servers
+
+        if servers:
+            g = self.gpus
+            self.groups.servers = Servers(servers, self.rank % g, self.world // g, self.rank // g)
 
         profile, plan, costs = plan_of(cell)
         numels = [t.numel for t in profile.tensors]
@@ -133,35 +177,85 @@ class Worker:
         total: list[torch.Tensor] = []  # rank 0: its aggregates summed over the steps
         kept: list[torch.Tensor] = []
         step_s: list[float] = []
+        walls: list[tuple[float, dict[str, Any], list[Job]]] = []  # wall clock, per step
+
+        def account(step: int, b: int, x: torch.Tensor, out: Outcome) -> None:
+            """Fold bucket `b`'s gradient and aggregate into the fidelity's sums."""
+            x64 = x.double()
+            if step == 0:
+                mine.append(x64.clone())
+                exact, absum = x64, x64.abs()
+                dist.reduce(exact, dst=0)
+                dist.reduce(absum, dst=0)
+                if self.rank == 0:
+                    fid.first(out.aggregate, exact, absum)
+                    total.append(out.aggregate.double())
+                    if keep:
+                        kept.append(out.aggregate.clone())
+            else:
+                mine[b] += x64
+                if self.rank == 0:
+                    total[b] += out.aggregate.double()
+
+        B = len(plan.buckets)
+        backward = None
+        if cell.compute_time == "measured":  # real gradients from a real backward
+            from gcbench.cluster.backward import Backward
+
+            device = "cuda" if torch.cuda.is_available() and _holds_gpu() else "cpu"
+            backward = Backward(profile, cell.seed, device)
+        measured: list[Any] = []  # the profile as each step measured it
         for step in range(steps):
+            if cell.clock == "wall":
+                if backward is None:  # every gradient first: drawing them is not timed
+                    xs = [bucket_gradient(cell.seed, self.rank, step, k, numels)
+                          for k in plan.buckets]  # fmt: skip
+                else:  # made by backward, within the step
+                    xs = [torch.empty(0)] * B
+                t0 = time.perf_counter()
+                outs, jobs, seconds = self.wall_step(
+                    profile, plan, xs, comp, memory, step, backward
+                )
+                step_s.append(time.perf_counter() - t0)
+                phase_bytes.append([out.phase_bytes for out in outs])
+                # the bytes on the wire as the simulator counts them (a ring allreduce's
+                # 2(n-1)/n of the vector...), for the payloads this step sent
+                fed = simulate(profile, costs, plan, payloads=_payloads(plan, phase_bytes[-1]))
+                wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
+                for j in jobs:
+                    j.bytes = wire.get(j.name, j.bytes)
+                walls.append(
+                    (seconds, timeline_metrics(jobs, seconds, profile, self.world, B), jobs)
+                )
+                for b in range(B):  # released bucket by bucket: bert-base holds 440 MB
+                    account(step, b, xs[b], outs[b])
+                    xs[b] = outs[b] = None  # type: ignore[call-overload]
+                continue
             t0 = time.perf_counter()
+            grads: list[torch.Tensor] = []
+            if backward is not None:
+                grads, done, _ = backward.step(self.rank, step)
+                measured.append(done)
             per_bucket = []
             for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
-                x = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
-                x64 = x.double()
+                if backward is None:
+                    x = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
+                else:
+                    x = torch.cat([grads[i] for i in bucket])
                 out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups)
                 per_bucket.append(out.phase_bytes)
-                if step == 0:
-                    mine.append(x64.clone())
-                    exact, absum = x64, x64.abs()
-                    dist.reduce(exact, dst=0)
-                    dist.reduce(absum, dst=0)
-                    if self.rank == 0:
-                        fid.first(out.aggregate, exact, absum)
-                        total.append(out.aggregate.double())
-                        if keep:
-                            kept.append(out.aggregate.clone())
-                else:
-                    mine[b] += x64
-                    if self.rank == 0:
-                        total[b] += out.aggregate.double()
+                account(step, b, x, out)
             phase_bytes.append(per_bucket)
             step_s.append(time.perf_counter() - t0)
         for b in range(len(plan.buckets)):
             dist.reduce(mine[b], dst=0)
             if self.rank == 0:
                 fid.total(total[b], mine[b])
-        iteration_s, metrics = self.clock(profile, plan, costs, phase_bytes[0])
+        if cell.clock == "wall":
+            iteration_s, metrics, jobs = walls[-1]
+        else:
+            timed = measured[0] if measured else profile  # step 0's compute, as measured
+            iteration_s, metrics, jobs = self.clock(timed, plan, costs, phase_bytes[0])
         import ray
 
         return {
@@ -170,22 +264,148 @@ class Worker:
             "phase_bytes": phase_bytes,
             "iteration_s": iteration_s,
             "metrics": metrics,
+            # rank 0: its timeline's spans, and on the wall clock each step's metrics
+            "spans": Result(iteration_s, metrics, jobs).spans() if self.rank == 0 else None,
+            "step_metrics": [w[1] for w in walls] if self.rank == 0 else None,
             "step_s": step_s,
             "fidelity": fid.result() if self.rank == 0 else None,
             "aggregates": kept if self.rank == 0 else None,
         }
 
+    def wall_step(
+        self,
+        profile: Any,
+        plan: Plan,
+        xs: list[torch.Tensor],
+        comp: Any,
+        memory: Any,
+        step: int,
+        backward: Any = None,
+    ) -> tuple[list[Outcome], list[Job], float]:
+        """One iteration on the wall clock (issue #14's `clock: wall`), with the
+        simulator's streams as threads: a compute thread waits out forward and backward
+        as the profile times them (each tensor's gradient is ready when its backward
+        would end) and runs each bucket's work before its first phase (compression, on
+        the GPU's stream behind backward); this thread runs the buckets' phases in order
+        as they are handed over (one communication stream, FIFO); the work after a
+        phase's first GPU operation waits for backward to end, bucket by bucket; then the
+        update, waited out. Every worker starts together (a barrier); the compression and
+        the collectives are real, so their times are this machine's. Returns the
+        buckets' outcomes, the jobs as they ran (seconds from the iteration's start) and
+        the iteration's seconds.
+
+        With `backward` (`compute_time: measured`), the compute thread runs the real
+        forward and backward instead, and each bucket, filled into `xs` as its last
+        gradient is ready, goes to this thread whole (its compression then runs here,
+        beside backward, as on a stream of its own)."""
+        B = len(plan.buckets)
+        dist.barrier(group=self.groups.flat)  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        log: list[tuple[str, str, str, float, float, int]] = []
+        outs = [Outcome(torch.empty(0)) for _ in range(B)]
+        handed: queue.Queue[tuple[int, Iterator[str]] | None] = queue.Queue()
+
+        def measured() -> float:
+            owner = {i: b for b, bucket in enumerate(plan.buckets) for i in bucket}
+            left = [len(set(bucket)) for bucket in plan.buckets]
+            got: dict[int, torch.Tensor] = {}
+
+            def hand(b: int) -> None:
+                option = plan.options[b]
+                assert option is not None  # `emulate.check_cell` refuses buckets left out
+                xs[b] = torch.cat([got[j] for j in plan.buckets[b]])
+                parts = execute(
+                    option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
+                    outs[b], log, f"bucket {b}",
+                )  # fmt: skip
+                handed.put((b, parts))
+
+            def ready(i: int, grad: torch.Tensor) -> None:
+                got[i] = grad
+                b = owner[i]
+                left[b] -= 1
+                if not left[b]:  # the bucket's last gradient: hand it over
+                    hand(b)
+
+            try:
+                grads, done, start = backward.step(self.rank, step, ready)
+                for b in range(B):  # buckets holding a parameter backward never reached
+                    if left[b] > 0:
+                        got.update({j: grads[j] for j in plan.buckets[b] if j not in got})
+                        hand(b)
+                cursor = start - t0 + done.forward_s
+                log.append(("compute", "forward", "forward", start, t0 + cursor, 0))
+                for t in done.tensors:
+                    log.append(("compute", t.name, "backward", t0 + cursor,
+                                t0 + cursor + t.backward_s, 0))  # fmt: skip
+                    cursor += t.backward_s
+                return cursor
+            finally:
+                handed.put(None)
+
+        def compute() -> float:
+            try:
+                cursor = profile.forward_s
+                log.append(("compute", "forward", "forward", t0, t0 + cursor, 0))
+                done = 0
+                for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
+                    for i in bucket:
+                        if i >= done:  # a tensor split over buckets is computed once
+                            t = profile.tensors[i]
+                            log.append(("compute", t.name, "backward", t0 + cursor,
+                                        t0 + cursor + t.backward_s, 0))  # fmt: skip
+                            cursor += t.backward_s
+                            done = i + 1
+                    _sleep_until(t0 + cursor)
+                    assert option is not None  # `emulate.check_cell` refuses buckets left out
+                    parts = execute(
+                        option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
+                        outs[b], log, f"bucket {b}",
+                    )  # fmt: skip
+                    next(parts, None)  # the bucket's work before its first phase
+                    cursor = max(cursor, time.perf_counter() - t0)
+                    handed.put((b, parts))
+                return cursor
+            finally:
+                handed.put(None)
+
+        with ThreadPoolExecutor(1) as pool:
+            backward_done = pool.submit(compute if backward is None else measured)
+            later: list[tuple[int, Iterator[str]]] = []
+            while (item := handed.get()) is not None:
+                for marker in item[1]:  # the phases, up to the first deferred operation
+                    if marker == DEFERRED:
+                        later.append(item)
+                        break
+                else:
+                    self._drop(outs[item[0]])
+            backward_end = t0 + backward_done.result()
+        _sleep_until(backward_end)
+        for b, parts in later:
+            for _ in parts:
+                pass
+            self._drop(outs[b])
+        start = time.perf_counter()
+        _sleep_until(start + profile.update_s)
+        end = time.perf_counter()
+        log.append(("compute", "update", "update", start, end, 0))
+        jobs = [Job(st, name, kind, b - a, nb, a - t0) for st, name, kind, a, b, nb in log]
+        return outs, jobs, end - t0
+
+    def _drop(self, out: Outcome) -> None:
+        """Only rank 0 measures the aggregate (`Fidelity`): the others let theirs go as
+        soon as it is complete (the wall clock holds every bucket's to the step's end)."""
+        if self.rank:
+            out.aggregate = torch.empty(0)
+
     def clock(
         self, profile: Any, plan: Plan, costs: Any, phase_bytes: list[list[int]]
-    ) -> tuple[float, dict[str, Any]]:
+    ) -> tuple[float, dict[str, Any], list[Job]]:
         """The virtual clock (issue #14): the simulator's timeline of this worker, each
         bucket's compressed payload as this worker sent it, and every collective's start
         and end agreed with its peers (the latest start, the slowest peer's end): the
         timestamps travel in a small allgather per collective."""
-        payloads: list[float | None] = []
-        for option, sent in zip(plan.options, phase_bytes, strict=True):
-            at = compressed_phase(option)
-            payloads.append(None if at is None else float(sent[at]))
+        payloads = _payloads(plan, phase_bytes)
 
         def sync(level: str, start: float, dur: float) -> tuple[float, float]:
             group, size = self.groups.group(level), self.groups.sizes[level]
@@ -195,8 +415,9 @@ class Worker:
             first = max(float(e[0]) for e in every)
             return first, max(first + float(e[1]) for e in every)
 
-        result = simulate(profile, costs, plan, keep_jobs=False, payloads=payloads, sync=sync)
-        return result.iteration_s, result.metrics
+        keep = self.rank == 0
+        result = simulate(profile, costs, plan, keep_jobs=keep, payloads=payloads, sync=sync)
+        return result.iteration_s, result.metrics, result.jobs
 
     def ready(self) -> int:
         """Answers once the actor has joined its process groups (start-up measured)."""

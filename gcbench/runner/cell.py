@@ -17,15 +17,17 @@ def execute_cell(cell: Cell, repetitions: int) -> CellOutput:
     plan of a planner strategy (else None).
 
     The simulator is deterministic, so one simulation serves every repetition; so is an
-    emulated cell's virtual clock (and its gradients are seeded), so one emulation does.
+    emulated cell's virtual clock (and its gradients are seeded), so one emulation does;
+    on the wall clock each repetition is an iteration of its own (`cluster.emulate.emulated`).
     """
     from gcbench.sim import simulate_cell
 
     if cell.mode == "emulate":
-        from gcbench.cluster.emulate import emulated_metrics
+        from gcbench.cluster.emulate import emulated
 
-        metrics = emulated_metrics(cell)  # one emulation; the virtual clock is deterministic
-        return [{**metrics, "repetition": rep} for rep in range(repetitions)], [], None
+        runs, spans = emulated(cell, repetitions)
+        rows = [{**m, "repetition": rep} for rep, m in enumerate(runs)]
+        return rows, [s.to_dict() for s in spans], None
     result = simulate_cell(cell)
     rows = [{**result.metrics, "repetition": rep} for rep in range(repetitions)]
     return rows, [s.to_dict() for s in result.spans], result.plan

@@ -538,6 +538,30 @@ def _lower(
     return steps, (defer_at if defer_at >= 0 else len(steps))
 
 
+def timeline_metrics(
+    jobs: list[Job], iteration_s: float, profile: ModelProfile, n: int, buckets: int
+) -> dict[str, Any]:
+    """A Record's metrics (DESIGN §5) from one worker's jobs: the simulator's timeline, or
+    an emulated worker's iteration as the wall clock timed it (`cluster.worker`)."""
+    metrics: dict[str, Any] = breakdown(jobs, iteration_s)  # type: ignore[arg-type]
+    samples = profile.samples_per_iteration
+    throughput = n * samples / iteration_s if iteration_s > 0 else 0.0
+    metrics.update(
+        inter_comm_s=sum(j.dur_s for j in jobs if j.kind == "comm" and j.stream == "inter_tx"),
+        iteration_s=iteration_s,
+        throughput=throughput,
+        scaling_factor=(
+            throughput / (n * samples / profile.compute_s) if profile.compute_s > 0 else 1.0
+        ),
+        wire_bytes=int(round(sum(j.bytes for j in jobs))),
+        sample_unit=profile.sample_unit,
+        tensors=len(profile.tensors),
+        buckets=buckets if n > 1 else 0,
+        model_mib=sum(t.numel for t in profile.tensors) * 4 / 2**20,
+    )
+    return metrics
+
+
 def _simulate(
     profile: ModelProfile,
     costs: Costs,
@@ -582,20 +606,5 @@ def _simulate(
     add("compute", "update", "update", profile.update_s, (last, *tails))
     iteration_s = tl.run()
     jobs = tl.jobs
-    metrics: dict[str, Any] = breakdown(jobs, iteration_s)  # type: ignore[arg-type]
-    samples = profile.samples_per_iteration
-    throughput = n * samples / iteration_s if iteration_s > 0 else 0.0
-    metrics.update(
-        inter_comm_s=sum(j.dur_s for j in jobs if j.kind == "comm" and j.stream == "inter_tx"),
-        iteration_s=iteration_s,
-        throughput=throughput,
-        scaling_factor=(
-            throughput / (n * samples / profile.compute_s) if profile.compute_s > 0 else 1.0
-        ),
-        wire_bytes=int(round(sum(j.bytes for j in jobs))),
-        sample_unit=profile.sample_unit,
-        tensors=len(profile.tensors),
-        buckets=len(plan.buckets) if n > 1 else 0,
-        model_mib=sum(numel) * 4 / 2**20,
-    )
+    metrics = timeline_metrics(jobs, iteration_s, profile, n, len(plan.buckets))
     return Result(iteration_s, metrics, jobs if keep_jobs else [])

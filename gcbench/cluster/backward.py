@@ -1,0 +1,115 @@
+"""A worker's real forward and backward pass, for `compute_time: measured` (issue #14):
+the zoo model built on the actor's device (a GPU where the actor holds one, else the
+CPU), the same weights on every worker (seeded by the cell), a batch of the cell's size
+of random input different per worker and step, and a cross-entropy loss against random
+labels (the mean of the outputs for models without class scores). The gradients are the
+real ones, handed over per tensor as backward produces them, and the compute is timed:
+forward, and for each tensor the time from the previous gradient becoming ready to its
+own (a post-accumulate-grad hook per parameter, as `zoo.measure` times a profile). The
+update is not run (the workers' weights stay equal): its time stays the profile's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from gcbench.compress.base import stable_seed
+from gcbench.errors import ConfigError
+from gcbench.zoo.profile import ModelProfile
+
+
+class Backward:
+    """The model of `profile` on `device`, ready to run seeded iterations."""
+
+    def __init__(self, profile: ModelProfile, seed: int, device: str = "cpu"):
+        from gcbench.zoo.nets import BUILDERS, build
+
+        if profile.name not in BUILDERS:
+            raise ConfigError(
+                [f"compute_time: measured needs a zoo model to run; {profile.name} is not one"]
+            )
+        self.profile, self.seed, self.device = profile, seed, torch.device(device)
+        torch.manual_seed(stable_seed("weights", seed))  # the same weights on every worker
+        self.model = build(profile.name, device=self.device)
+        self.model.train()
+        params = dict(self.model.named_parameters())
+        missing = [t.name for t in profile.tensors if t.name not in params]
+        if missing:
+            raise ConfigError(
+                [f"compute_time: measured: {profile.name}'s profile names {missing[0]!r}, "
+                 "which the model does not have"]
+            )  # fmt: skip
+        self.order = [params[t.name] for t in profile.tensors]
+
+    def step(
+        self, rank: int, step: int, ready: Callable[[int, torch.Tensor], None] | None = None
+    ) -> tuple[list[torch.Tensor], ModelProfile, float]:
+        """One forward and backward on this worker's input for `step`: every tensor's
+        gradient (1-D float32 on the CPU, in the profile's order), the profile as
+        measured, and when forward began (`time.perf_counter`). `ready(i, grad)` is
+        called inside backward as tensor i's gradient is complete."""
+        from gcbench.zoo.trace import model_input
+
+        p = self.profile
+        g = torch.Generator(device="cpu").manual_seed(stable_seed("input", self.seed, rank, step))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
+            inputs = model_input(p.name, p.batch_size, p.seq_len, self.device)
+        marks: dict[int, float] = {}
+        grads: list[torch.Tensor | None] = [None] * len(self.order)
+
+        def hook(param: torch.Tensor, i: int) -> None:
+            assert param.grad is not None
+            grads[i] = param.grad.detach().reshape(-1).float().to("cpu", copy=True)
+            self._sync()
+            marks[i] = time.perf_counter()
+            if ready is not None:
+                ready(i, grads[i])  # type: ignore[arg-type]
+
+        handles = [
+            t.register_post_accumulate_grad_hook(lambda q, i=i: hook(q, i))
+            for i, t in enumerate(self.order)
+        ]
+        try:
+            self._sync()
+            t0 = time.perf_counter()
+            loss = _loss(self.model(inputs), g)
+            self._sync()
+            t1 = time.perf_counter()
+            loss.backward()
+        finally:
+            for h in handles:
+                h.remove()
+            self.model.zero_grad(set_to_none=True)
+        # a parameter backward did not reach (unused): a zero gradient
+        out = [
+            x if x is not None else torch.zeros(t.numel)
+            for x, t in zip(grads, p.tensors, strict=True)
+        ]
+        previous, tensors = t1, []
+        for i, t in enumerate(p.tensors):
+            at = max(marks.get(i, previous), previous)  # out of order: no time of its own
+            tensors.append(replace(t, backward_s=at - previous))
+            previous = at
+        measured = replace(p, forward_s=t1 - t0, tensors=tuple(tensors), source="measured")
+        return out, measured, t0
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _loss(out: Any, g: torch.Generator) -> torch.Tensor:
+    """Cross-entropy against random labels where the output holds class scores (the last
+    dimension), else the mean of the outputs (a tuple's summed)."""
+    if isinstance(out, torch.Tensor) and out.dim() >= 2 and out.shape[-1] > 1:
+        scores = out.reshape(-1, out.shape[-1]).float()
+        labels = torch.randint(0, out.shape[-1], (scores.shape[0],), generator=g)
+        return torch.nn.functional.cross_entropy(scores, labels.to(scores.device))
+    outs = out if isinstance(out, tuple) else (out,)
+    return sum((o.float().mean() for o in outs), torch.zeros((), device=outs[0].device))
