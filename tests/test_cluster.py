@@ -527,3 +527,17 @@ def test_measured_compute_is_refused_for_a_model_it_cannot_run(tmp_path):
     c = Cell.model_validate({**base, "mode": "emulate", "compute_time": "measured"})
     with pytest.raises(ConfigError, match="compute_time: measured runs a zoo model"):
         check_cell(c)
+
+
+def test_workers_execute_the_plan_the_cells_task_made():
+    """A planner cell's plan travels to the workers and is executed as it is (no worker
+    plans again); a named strategy's plan is rebuilt from the cell (it may carry costs
+    of its own, e.g. upper-bound's)."""
+    from dataclasses import replace
+
+    bytecomp = cell("bytecomp", "dgc")
+    _, plan, _ = plan_of(bytecomp)
+    other = replace(plan, options=[plan.options[0]] * len(plan.options))
+    assert plan_of(bytecomp, other)[1] is other
+    fp32 = cell("fp32")
+    assert plan_of(fp32, other)[1] is not other

@@ -82,8 +82,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def plan_of(cell: Cell) -> tuple[Any, Any, Any]:
-    """The cell's profile, and its plan and costs (its strategy's first step)."""
+def plan_of(cell: Cell, planned: Any = None) -> tuple[Any, Any, Any]:
+    """The cell's profile, and its plan and costs (its strategy's first step). A
+    planner's plan made already (`planned`, by the task that runs the cell) is taken as
+    it is: a planner's step runs with the cell's own costs, so nothing is planned again."""
+    from gcbench.config.strategies import PLANNERS
+
+    if planned is not None and cell.strategy in PLANNERS:
+        from gcbench.sim.costs import cell_profile, costs_for
+
+        return cell_profile(cell), planned, costs_for(cell)
     profile, step = _step(cell)
     return profile, step.plan, step.costs
 
@@ -187,6 +195,9 @@ def emulate_cell(
     """Run `cell` on Ray actors (Ray must be connected: `runner.local.connect`); with
     `keep`, rank 0's aggregated gradient of step 0 comes back too (small models).
 
+    The cell's plan is made here (for a planner strategy: the planner runs in the task
+    that runs the cell) and the workers execute it as it comes to them.
+
     A worker that dies (its process killed, its node lost) fails the attempt as soon as
     its death is known (the other workers are stopped, not left to their collectives'
     timeouts), and the cell runs again on fresh actors, at most `ATTEMPTS` times in all:
@@ -196,7 +207,7 @@ def emulate_cell(
     _, step = check_cell(cell)
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            results, startup_s, server_nodes = _attempt(cell, steps, timeout_s, keep)
+            results, startup_s, server_nodes = _attempt(cell, steps, timeout_s, keep, step.plan)
             break
         except RayActorError as e:
             if attempt == ATTEMPTS:
@@ -225,7 +236,7 @@ def emulate_cell(
 
 
 def _attempt(
-    cell: Cell, steps: int, timeout_s: float, keep: bool
+    cell: Cell, steps: int, timeout_s: float, keep: bool, plan: Any
 ) -> tuple[list[dict[str, Any]], float, list[str]]:
     """One attempt on fresh actors: every worker's result by rank, the start-up seconds
     and the servers' nodes. The actors and their placement groups are released whatever
@@ -296,7 +307,7 @@ def _attempt(
         server_nodes = ray.get(up)  # answered already: in the servers' order
         startup_s = time.perf_counter() - t0
         results = _gather(
-            [w.run.remote(cell, steps, keep, servers) for w in workers], timeout_s, "finish"
+            [w.run.remote(cell, steps, keep, servers, plan) for w in workers], timeout_s, "finish"
         )
     finally:
         for a in workers + servers:

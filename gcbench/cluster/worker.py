@@ -147,7 +147,12 @@ class Worker:
         )
 
     def run(
-        self, cell: Cell, steps: int, keep: bool = False, servers: list[Any] | None = None
+        self,
+        cell: Cell,
+        steps: int,
+        keep: bool = False,
+        servers: list[Any] | None = None,
+        planned: Plan | None = None,
     ) -> dict[str, Any]:
         """`steps` iterations of the cell's plan on this worker's gradients: per step and
         bucket the bytes of each phase; the iteration (`metrics`, `iteration_s`) on the
@@ -159,7 +164,8 @@ class Worker:
         The reference is every worker's raw gradient summed in float64 (a `reduce` to rank
         0 after the iteration, not counted in its bytes or time): the exact sum to within
         2^-50 or so, against which rank 0 measures its aggregate. `servers`: the cell's
-        summation servers (`server.Server` actors), pushed to on this worker's ring."""
+        summation servers (`server.Server` actors), pushed to on this worker's ring;
+        `planned`: a planner's plan, made by the task that runs the cell."""
         from gcbench.cluster.emulate import plan_of
         from gcbench.cluster.server import Servers
 
@@ -167,7 +173,7 @@ class Worker:
             g = self.gpus
             self.groups.servers = Servers(servers, self.rank % g, self.world // g, self.rank // g)
 
-        profile, plan, costs = plan_of(cell)
+        profile, plan, costs = plan_of(cell, planned)
         numels = [t.numel for t in profile.tensors]
         comp = create(cell.compressor.kind, **cell.compressor.params())
         memory = create_memory(memory_kind(cell.compressor.kind))
