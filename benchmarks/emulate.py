@@ -73,7 +73,11 @@ def main() -> None:
                     "model": args.model,
                     "compressor": kind,
                     "network": {"inter_gbps": 25},
-                    "cluster": {"machines": 2, "gpus_per_machine": 2, "cpu_servers": args.servers},
+                    "cluster": {
+                        "machines": 2,
+                        "gpus_per_machine": 2,
+                        "cpu_servers": 0 if own else args.servers,
+                    },
                     # a compressor that is a strategy of its own (acpsgd, covap) runs as one
                     "strategy": plain if kind == "none" else (kind if own else compressed),
                     "mode": "emulate",

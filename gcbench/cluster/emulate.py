@@ -44,9 +44,6 @@ from gcbench.errors import ConfigError, InfeasibleError
 STEPS = 3  # iterations an emulated cell runs (agg_error_steps sums them)
 ATTEMPTS = 2  # runs of a cell whose worker dies, in all
 PLACEMENT_S = 30.0  # how long a feasible placement may wait for resources
-# glibc's malloc arenas per actor process: the wall clock's two threads would each keep
-# an arena of freed gradient-sized blocks (bert-base's 2 x 2 cell peaked 2 GB higher)
-ACTOR_ENV = {"env_vars": {"MALLOC_ARENA_MAX": "2"}}
 # Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
 # host's cores, and a cell's task and actors must fit beside the other cells' tasks)
 WORKER_CPUS = 0.01
@@ -283,7 +280,6 @@ def _attempt(
         actor.options(
             num_cpus=WORKER_CPUS,
             num_gpus=per_gpu,
-            runtime_env=ACTOR_ENV,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=r // gpus
             ),
@@ -294,7 +290,6 @@ def _attempt(
     servers: list[Any] = [] if spg is None else [
         server.options(
             num_cpus=WORKER_CPUS,
-            runtime_env=ACTOR_ENV,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 spg, placement_group_bundle_index=i
             ),
