@@ -1079,8 +1079,8 @@ def simulate(
             check_cell(cell)  # before Ray starts
             started = connect()
             try:
-                rows, spans = emulated(cell)
-                result = SimResult(rows[0], spans)
+                rows, spans, plan = emulated(cell)
+                result = SimResult(rows[0], spans, plan)
             finally:
                 if started:
                     import ray

@@ -120,7 +120,13 @@ def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(ray_
 
 def test_options_not_emulated_yet_are_refused_before_any_actor_starts():
     with pytest.raises(NotEmulated, match="not emulated yet"):
-        emulate_cell(cell("hipress", "dgc"))
+        emulate_cell(cell("powersgd", "powersgd"))
+    from gcbench.cluster.execute import check
+    from gcbench.sim.options import Option
+
+    with pytest.raises(NotEmulated, match="alltoall is not emulated yet"):
+        check(Option.parse("gc flat:a2a* gd flat:ag"), create("randomk"))
+    check(Option.parse("intra:red gc inter:ga* inter:bc* intra:bc* gd"), create("randomk"))
 
 
 def test_an_emulate_suite_runs_through_the_runner(ray_local, tmp_path):
@@ -160,6 +166,19 @@ def test_an_emulate_suite_runs_through_the_runner(ray_local, tmp_path):
     for path in traces:
         spans = json.loads(gzip.decompress(path.read_bytes()))
         assert {"forward", "backward", "comm", "update"} <= {s["kind"] for s in spans}
+
+
+def test_an_emulated_planner_cell_stores_the_plan_it_executed(ray_local):
+    """A planner's emulated cell returns the plan the workers executed, as a simulated
+    planner cell stores it (the report's plan map)."""
+    from gcbench.runner.cell import execute_cell
+    from gcbench.sim import simulate_cell
+
+    c = cell("bytecomp", "dgc")
+    rows, spans, plan = execute_cell(c.model_copy(update={"mode": "emulate"}), 1)
+    want = simulate_cell(c).plan
+    assert plan is not None and want is not None
+    assert plan["tensors"] == want["tensors"] and spans
 
 
 def test_a_wall_clock_suite_records_a_real_iteration_per_repetition(ray_local, tmp_path):
@@ -541,3 +560,85 @@ def test_workers_execute_the_plan_the_cells_task_made():
     assert plan_of(bytecomp, other)[1] is other
     fp32 = cell("fp32")
     assert plan_of(fp32, other)[1] is not other
+
+
+def test_rooted_sections_reduce_on_the_root_and_broadcast(ray_local):
+    """HiPress's uncompressed partitions (`flat:red flat:bc`, root = bucket mod n): the
+    aggregate is the exact sum within fp32 rounding on every worker, and the virtual
+    clock is the simulator's to 1e-9."""
+    from gcbench.sim import simulate_cell
+
+    c = cell("hipress", "dgc")
+    _, plan, _ = plan_of(c)
+    assert {o.name for o in plan.options} == {"flat:red flat:bc"}
+    e = emulate_cell(c, steps=2)
+    assert e.bound_ratio <= 1.0 and e.error_first < 1e-6
+    assert e.iteration_s == pytest.approx(simulate_cell(c).metrics["iteration_s"], rel=1e-9)
+
+
+def test_compressed_gathers_and_broadcasts_through_nested_roots(ray_local):
+    """ByteComp's `intra:red gc inter:ga* inter:bc* intra:bc* gd` with randomk: the
+    machine's sum on its root (local rank bucket mod 2), compressed there (the same 1%
+    of positions on every machine), the machines' payloads gathered on the inter
+    root, broadcast back across and inside the machines, and every worker sums the
+    decompressed payloads: the exact sum of all four workers on those positions, zero
+    elsewhere; the virtual clock is the simulator's to 1e-9."""
+    from gcbench.sim import simulate_cell
+
+    data = cell("bytecomp", "randomk").model_dump()
+    data["constraints"] = {"collectives": ["reduce", "gather", "broadcast"], "gpu_only": True}
+    c = Cell.model_validate(data)
+    profile, plan, _ = plan_of(c)
+    assert all("ga*" in o.name for o in plan.options)
+    e = emulate_cell(c, steps=1, keep=True)
+    numels = [t.numel for t in profile.tensors]
+    for b, bucket in enumerate(plan.buckets):
+        exact = sum(bucket_gradient(c.seed, r, 0, bucket, numels) for r in range(4))
+        got = e.aggregates[b]
+        kept = got != 0
+        assert 0 < int(kept.sum()) <= create("randomk").wire_bytes(exact.numel(), 0) // 4
+        assert torch.allclose(got[kept], exact[kept], rtol=1e-5, atol=1e-7)
+    assert e.iteration_s == pytest.approx(simulate_cell(c).metrics["iteration_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "flat:red flat:bc",
+        "intra:red inter:ar intra:bc",
+        "intra:red gc inter:ag* gd intra:bc",
+        "gc intra:ga* gd inter:ar intra:bc",
+        "gc intra:ga* gd gc inter:ag* gd intra:bc",
+    ],
+)
+def test_rooted_options_the_planner_picks_run_as_the_simulator_times_them(
+    ray_local, monkeypatch, option
+):
+    """Options with rooted sections that ByteComp's planner picks for bert-base (the
+    task's plan is what the workers run, so one is put there by hand): every worker ends
+    with the exact sum (dense) or with the sum on randomk's positions and zero elsewhere
+    (every compression of a bucket at a step keeps the same positions), and the virtual
+    clock is the simulator's on that plan to 1e-9."""
+    from dataclasses import replace
+
+    from gcbench.cluster import emulate
+    from gcbench.sim.iteration import simulate
+    from gcbench.sim.options import Option
+
+    # a bucket per tensor: roots at rank b mod n, so rank 0 (whose aggregate comes back)
+    # is the root of some buckets and waits on others
+    c = Cell.model_validate({**cell("bytecomp", "randomk").model_dump(), "fusion": "tensor"})
+    profile, step = emulate._step(c)
+    assert len(step.plan.buckets) > 2
+    plan = replace(step.plan, options=[Option.parse(option)] * len(step.plan.options))
+    monkeypatch.setattr(emulate, "_step", lambda _cell: (profile, replace(step, plan=plan)))
+    e = emulate_cell(c, steps=1, keep=True)
+    numels = [t.numel for t in profile.tensors]
+    for b, bucket in enumerate(plan.buckets):
+        exact = sum(bucket_gradient(c.seed, r, 0, bucket, numels) for r in range(4))
+        got = e.aggregates[b]
+        kept = got != 0 if "gc" in option else torch.ones_like(got, dtype=torch.bool)
+        assert int(kept.sum()) > 0
+        assert torch.allclose(got[kept], exact[kept], rtol=1e-5, atol=1e-7)
+    want = simulate(profile, step.costs, plan, keep_jobs=False).iteration_s
+    assert e.iteration_s == pytest.approx(want, rel=1e-9)

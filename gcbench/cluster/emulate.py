@@ -69,6 +69,7 @@ class Emulation:
     # at most 1 for an exact fp32 sum of n workers (its worst-case rounding)
     bound_ratio: float
     spans: list[Any]  # rank 0's timeline (virtual: step 0; wall: the last step) as Spans
+    plan: dict[str, Any] | None  # a planner strategy's plan, as `sim.costs.plan_record`
     step_metrics: list[dict[str, Any]]  # wall clock: rank 0's metrics of each step
 
 
@@ -112,13 +113,17 @@ def fed_simulation(cell: Cell, e: Emulation) -> float:
     payloads: list[float | None] = []
     for b, option in enumerate(plan.options):
         at = compressed_phase(option)
-        sent = [] if at is None else [rank[b][at] for rank in e.phase_bytes]
+        # the workers that sent a payload there (not those waiting out a rooted section)
+        sent = [] if at is None else [rank[b][at] for rank in e.phase_bytes if rank[b][at]]
         payloads.append(sum(sent) / len(sent) if sent else None)
     return simulate(profile, costs, plan, keep_jobs=False, payloads=payloads).iteration_s
 
 
-def emulated(cell: Cell, repetitions: int = 1) -> tuple[list[dict[str, Any]], list[Any]]:
-    """A Record's metrics per repetition for an emulated cell, and worker 0's spans: its
+def emulated(
+    cell: Cell, repetitions: int = 1
+) -> tuple[list[dict[str, Any]], list[Any], dict[str, Any] | None]:
+    """A Record's metrics per repetition for an emulated cell, worker 0's spans and, for
+    a planner strategy, the plan it executed (as `sim.costs.plan_record` stores it): its
     timeline (the simulator's metrics), the planner's seconds, the aggregation errors.
 
     The virtual clock is deterministic (and the gradients seeded): one emulation serves
@@ -134,7 +139,7 @@ def emulated(cell: Cell, repetitions: int = 1) -> tuple[list[dict[str, Any]], li
         "agg_error_steps": e.error_total,
     }
     per_step = e.step_metrics[-repetitions:] if wall else [e.metrics] * repetitions
-    return [{**m, **extra} for m in per_step], e.spans
+    return [{**m, **extra} for m in per_step], e.spans, e.plan
 
 
 def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
@@ -201,7 +206,10 @@ def emulate_cell(
     the gradients are seeded, so a retried cell gives the same result."""
     from ray.exceptions import RayActorError
 
-    _, step = check_cell(cell)
+    from gcbench.config.strategies import PLANNERS
+    from gcbench.sim.costs import plan_record
+
+    profile, step = check_cell(cell)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             results, startup_s, server_nodes = _attempt(cell, steps, timeout_s, keep, step.plan)
@@ -213,7 +221,13 @@ def emulate_cell(
                     f"emulate: a worker died in each of {ATTEMPTS} attempts: {first}"
                 ) from None
     fid = results[0]["fidelity"]
+    record = None
+    if cell.strategy in PLANNERS:
+        metrics = {**results[0]["metrics"], "planner_s": step.planner_s}
+        record = plan_record(cell, profile, step.plan, metrics)
+        record["planner_parts"] = dict(step.planner_parts)
     return Emulation(
+        plan=record,
         phase_bytes=[r["phase_bytes"][0] for r in results],
         iteration_s=max(r["iteration_s"] for r in results),
         metrics=results[0]["metrics"],

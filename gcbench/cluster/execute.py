@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -33,7 +34,16 @@ from gcbench.compress.base import Compressor, Memory, Payload
 from gcbench.errors import ConfigError
 from gcbench.sim.options import Op, Option, Phase
 
-SUPPORTED = ("allreduce", "reduce_scatter", "allgather", "pushpull", "byteps")
+SUPPORTED = (
+    "allreduce",
+    "reduce_scatter",
+    "allgather",
+    "reduce",
+    "gather",
+    "broadcast",
+    "pushpull",
+    "byteps",
+)
 
 
 class NotEmulated(ConfigError):
@@ -54,6 +64,16 @@ class Groups:
 
     def group(self, level: str) -> object:
         return {"flat": self.flat, "intra": self.intra, "inter": self.inter}[level]
+
+    def global_rank(self, level: str, rank: int) -> int:
+        """The global rank of the worker with rank `rank` in this worker's `level` group
+        (what torch.distributed's rooted collectives name their root by)."""
+        G = self.sizes["intra"]
+        if level == "intra":
+            return self.ranks["flat"] // G * G + rank
+        if level == "inter":
+            return rank * G + self.ranks["flat"] % G
+        return rank
 
 
 @dataclass
@@ -89,6 +109,9 @@ def check(option: Option, compressor: Compressor | None = None) -> None:
     for s in option.steps:
         if isinstance(s, Op) and s.where != "gpu":
             raise NotEmulated(f"option {option.name!r}: CPU (de)compression is not emulated yet")
+        if isinstance(s, Phase) and s.compressed and s.collective in ("reduce_scatter", "reduce"):
+            raise NotEmulated(f"option {option.name!r}: a compressed {s.collective} is not "
+                              "emulated yet")  # fmt: skip
         if isinstance(s, Phase) and s.collective not in SUPPORTED:
             raise NotEmulated(
                 f"option {option.name!r}: {s.collective} is not emulated yet "
@@ -115,11 +138,13 @@ def run_option(
     key: str,
     step: int,
     groups: Groups,
+    bucket: int = 0,
 ) -> Outcome:
     """Execute `option` on this worker's bucket gradient `x` (1-D fp32): the sum over
-    every worker of what the option delivers, on every worker."""
+    every worker of what the option delivers, on every worker (`bucket`: the bucket's
+    index, which places rooted sections)."""
     out = Outcome(torch.empty(0))
-    for _ in execute(option, x, compressor, memory, key, step, groups, out):
+    for _ in execute(option, x, compressor, memory, key, step, groups, out, bucket=bucket):
         pass
     return out
 
@@ -135,13 +160,20 @@ def execute(
     out: Outcome,
     log: list[tuple[str, str, str, float, float, int]] | None = None,
     tag: str = "",
+    bucket: int = 0,
 ) -> Iterator[str]:
     """`run_option` in parts, for the wall clock (`worker.Worker`): yields `COMM` before
     the first phase and `DEFERRED` before the first operation after a phase, so the
     caller can run each part on the thread the simulator puts it on; the aggregate lands
     in `out`. With `log`, each operation and phase appends (stream, label, kind, start,
     end, bytes), times from `time.perf_counter`, labelled `tag` and the step as the
-    simulator labels its jobs (`bucket 3 inter:ag*`)."""
+    simulator labels its jobs (`bucket 3 inter:ag*`).
+
+    Rooted sections (a reduce or gather at a level, up to the broadcast at that level)
+    have their root at rank `bucket` mod n of the level's group, as the simulator puts
+    them; the other workers of the group wait out the section and take the broadcast.
+    Every worker yields at the same steps whatever its part, so the collectives of
+    later buckets keep one order on every worker."""
     check(option, compressor)
     n = x.numel()
     machines = groups.sizes["inter"]
@@ -150,6 +182,8 @@ def execute(
     theirs: list[Payload] | None = None  # after a compressed allgather: every peer's
     sizes: list[int] = []  # the dense lengths before each reduce-scatter (to undo padding)
     started = deferred = False
+    waiting: list[str] = []  # levels of the rooted sections this worker is not the root of
+    dense_len = n  # the length of the vector last compressed
     for s in option.steps:
         t0 = time.perf_counter()
         if isinstance(s, Op):
@@ -157,8 +191,11 @@ def execute(
                 deferred = True
                 yield DEFERRED
                 t0 = time.perf_counter()
+            if waiting:  # the root's work
+                continue
             if s.op == "c":
                 assert v is not None
+                dense_len = v.numel()  # what a broadcast of the root's sum will hold
                 dense = v.float()
                 comp = memory.compensate(dense, key, step)
                 mine = compressor.compress(comp, key, step)
@@ -180,13 +217,44 @@ def execute(
             started = True
             yield COMM
             t0 = time.perf_counter()
-        group, size = groups.group(s.level), groups.sizes[s.level]
+        group: Any = groups.group(s.level)
+        size = groups.sizes[s.level]
         if s.collective in ("pushpull", "byteps") and groups.servers is None:
             raise NotEmulated(f"option {option.name!r}: {s.token} needs summation servers")
+        root = groups.global_rank(s.level, bucket % size)
+        if waiting:  # inside a section rooted elsewhere: only its broadcast is ours
+            sent = 0
+            if s.collective == "broadcast" and s.level == waiting[-1]:
+                waiting.pop()
+                if s.compressed:  # the payloads the root holds
+                    received: list[Any] = [None]
+                    dist.broadcast_object_list(received, src=root, group=group)
+                    theirs, mine = received[0], None
+                else:  # into this worker's own vector, or the size it compressed
+                    if v is None:
+                        v = torch.empty(dense_len, dtype=torch.float32)
+                    dist.broadcast(v, src=root, group=group)
+                    theirs = mine = None
+            out.phase_bytes.append(sent)
+            continue
+        if s.collective in ("reduce", "gather") and size > 1 and root != groups.ranks["flat"]:
+            waiting.append(s.level)  # after sending, wait for the root's broadcast
         if s.compressed:
-            assert mine is not None
-            sent = mine.wire_bytes
-            if s.collective == "pushpull":  # the servers sum and recompress: one payload
+            # what this worker holds: its payload, or the payloads a gather brought it
+            held: list[Payload] = theirs if theirs is not None else [mine]  # type: ignore[list-item]
+            assert held and held[0] is not None
+            sent = sum(p.wire_bytes for p in held)
+            if s.collective == "gather":  # every worker's payloads to the root
+                every: list[Any] | None = [None] * size if not waiting else None
+                dist.gather_object(held, every, dst=root, group=group)
+                theirs = [p for part in every for p in part] if every is not None else None
+                mine = None
+            elif s.collective == "broadcast":  # the root's payloads to every worker
+                dist.broadcast_object_list([held], src=root, group=group)
+                theirs, mine = held, None
+            elif mine is None:
+                raise NotEmulated(f"option {option.name!r}: {s.token} after a gather")
+            elif s.collective == "pushpull":  # the servers sum and recompress: one payload
                 assert groups.servers is not None
                 theirs = [groups.servers.pull(groups.servers.push(key, step, mine))]
                 mine = None
@@ -211,6 +279,12 @@ def execute(
             elif s.collective == "reduce_scatter":
                 sizes.append(v.numel())
                 v = _reduce_scatter(v, group, size, groups.ranks[s.level])
+            elif s.collective == "reduce":  # the sum on the root (the others wait)
+                dist.reduce(v, dst=root, group=group)
+            elif s.collective == "broadcast":  # the root's vector to every worker
+                dist.broadcast(v, src=root, group=group)
+            elif s.collective == "gather":
+                raise NotEmulated(f"option {option.name!r}: a dense gather is not emulated")
             else:  # allgather of the dense shards
                 parts = [torch.empty_like(v) for _ in range(size)]
                 dist.all_gather(parts, v, group=group)

@@ -82,11 +82,12 @@ class Fidelity:
 
 
 def _payloads(plan: Plan, phase_bytes: list[list[int]]) -> list[float | None]:
-    """Each bucket's compressed payload as this worker sent it (None: none)."""
+    """Each bucket's compressed payload as this worker sent it (None: none, or this
+    worker sent none there, waiting in a section rooted elsewhere: the size model)."""
     out: list[float | None] = []
     for option, sent in zip(plan.options, phase_bytes, strict=True):
         at = compressed_phase(option)
-        out.append(None if at is None else float(sent[at]))
+        out.append(None if at is None or not sent[at] else float(sent[at]))
     return out
 
 
@@ -248,7 +249,7 @@ class Worker:
                     x = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
                 else:
                     x = torch.cat([grads[i] for i in bucket])
-                out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups)
+                out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups, b)
                 per_bucket.append(out.phase_bytes)
                 account(step, b, x, out)
             phase_bytes.append(per_bucket)
@@ -322,7 +323,7 @@ class Worker:
                 xs[b] = torch.cat([got[j] for j in plan.buckets[b]])
                 parts = execute(
                     option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
-                    outs[b], log, f"bucket {b}",
+                    outs[b], log, f"bucket {b}", b,
                 )  # fmt: skip
                 handed.put((b, parts))
 
@@ -366,7 +367,7 @@ class Worker:
                     assert option is not None  # `emulate.check_cell` refuses buckets left out
                     parts = execute(
                         option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
-                        outs[b], log, f"bucket {b}",
+                        outs[b], log, f"bucket {b}", b,
                     )  # fmt: skip
                     next(parts, None)  # the bucket's work before its first phase
                     cursor = max(cursor, time.perf_counter() - t0)

@@ -25,9 +25,9 @@ def execute_cell(cell: Cell, repetitions: int) -> CellOutput:
     if cell.mode == "emulate":
         from gcbench.cluster.emulate import emulated
 
-        runs, spans = emulated(cell, repetitions)
+        runs, spans, plan = emulated(cell, repetitions)
         rows = [{**m, "repetition": rep} for rep, m in enumerate(runs)]
-        return rows, [s.to_dict() for s in spans], None
+        return rows, [s.to_dict() for s in spans], plan
     result = simulate_cell(cell)
     rows = [{**result.metrics, "repetition": rep} for rep in range(repetitions)]
     return rows, [s.to_dict() for s in result.spans], result.plan
