@@ -602,23 +602,27 @@ def test_compressed_gathers_and_broadcasts_through_nested_roots(ray_local):
 
 
 @pytest.mark.parametrize(
-    "option",
+    ("option", "clock"),
     [
-        "flat:red flat:bc",
-        "intra:red inter:ar intra:bc",
-        "intra:red gc inter:ag* gd intra:bc",
-        "gc intra:ga* gd inter:ar intra:bc",
-        "gc intra:ga* gd gc inter:ag* gd intra:bc",
+        ("flat:red flat:bc", "virtual"),
+        ("intra:red inter:ar intra:bc", "virtual"),
+        ("intra:red gc inter:ag* gd intra:bc", "virtual"),
+        ("gc intra:ga* gd gc inter:ag* gd intra:bc", "virtual"),
+        ("gc intra:ga* gd gc inter:ag* gd intra:bc", "wall"),
+        ("gc intra:ga* inter:ag* gd intra:bc", "virtual"),
+        ("intra:rs cc inter:ag* cd intra:ag", "virtual"),
+        ("intra:rs cc inter:ag* cd intra:ag", "wall"),
     ],
 )
-def test_rooted_options_the_planner_picks_run_as_the_simulator_times_them(
-    ray_local, monkeypatch, option
+def test_options_the_planner_picks_run_as_the_simulator_times_them(
+    ray_local, monkeypatch, option, clock
 ):
-    """Options with rooted sections that ByteComp's planner picks for bert-base (the
-    task's plan is what the workers run, so one is put there by hand): every worker ends
-    with the exact sum (dense) or with the sum on randomk's positions and zero elsewhere
-    (every compression of a bucket at a step keeps the same positions), and the virtual
-    clock is the simulator's on that plan to 1e-9."""
+    """Options with rooted sections or CPU compression that ByteComp's planner picks
+    (the task's plan is what the workers run, so one is put there by hand): every worker
+    ends with the exact sum (dense) or with the sum on randomk's positions and zero
+    elsewhere (every compression of a bucket at a step keeps the same positions); the
+    virtual clock is the simulator's on that plan to 1e-9, and the wall clock runs it
+    (no collective out of order: the cell ends) with CPU work on a core's stream."""
     from dataclasses import replace
 
     from gcbench.cluster import emulate
@@ -627,7 +631,8 @@ def test_rooted_options_the_planner_picks_run_as_the_simulator_times_them(
 
     # a bucket per tensor: roots at rank b mod n, so rank 0 (whose aggregate comes back)
     # is the root of some buckets and waits on others
-    c = Cell.model_validate({**cell("bytecomp", "randomk").model_dump(), "fusion": "tensor"})
+    data = {**cell("bytecomp", "randomk").model_dump(), "fusion": "tensor"}
+    c = Cell.model_validate({**data, "mode": "emulate", "clock": clock})
     profile, step = emulate._step(c)
     assert len(step.plan.buckets) > 2
     plan = replace(step.plan, options=[Option.parse(option)] * len(step.plan.options))
@@ -637,8 +642,12 @@ def test_rooted_options_the_planner_picks_run_as_the_simulator_times_them(
     for b, bucket in enumerate(plan.buckets):
         exact = sum(bucket_gradient(c.seed, r, 0, bucket, numels) for r in range(4))
         got = e.aggregates[b]
-        kept = got != 0 if "gc" in option else torch.ones_like(got, dtype=torch.bool)
+        compressed = "gc" in option or "cc" in option
+        kept = got != 0 if compressed else torch.ones_like(got, dtype=torch.bool)
         assert int(kept.sum()) > 0
         assert torch.allclose(got[kept], exact[kept], rtol=1e-5, atol=1e-7)
-    want = simulate(profile, step.costs, plan, keep_jobs=False).iteration_s
-    assert e.iteration_s == pytest.approx(want, rel=1e-9)
+    if clock == "virtual":
+        want = simulate(profile, step.costs, plan, keep_jobs=False).iteration_s
+        assert e.iteration_s == pytest.approx(want, rel=1e-9)
+    elif "cc" in option:
+        assert any(s.stream.startswith("cpu:") and s.kind == "compress" for s in e.spans)

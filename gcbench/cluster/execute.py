@@ -107,8 +107,6 @@ def check(option: Option, compressor: Compressor | None = None) -> None:
             "emulated yet"
         )
     for s in option.steps:
-        if isinstance(s, Op) and s.where != "gpu":
-            raise NotEmulated(f"option {option.name!r}: CPU (de)compression is not emulated yet")
         if isinstance(s, Phase) and s.compressed and s.collective in ("reduce_scatter", "reduce"):
             raise NotEmulated(f"option {option.name!r}: a compressed {s.collective} is not "
                               "emulated yet")  # fmt: skip
@@ -118,6 +116,10 @@ def check(option: Option, compressor: Compressor | None = None) -> None:
                 f"(emulated: {', '.join(SUPPORTED)})"
             )
 
+
+# The host cores a CPU (de)compression's log names (the simulator's `cpu:<b mod cores>`
+# streams); the work itself runs where the wall clock's threads run it
+CORES = 16
 
 # What `execute` yields between its parts (the simulator's lowering, `sim.iteration`):
 # before the first phase the work is the GPU's, behind backward; a GPU operation after a
@@ -209,9 +211,10 @@ def execute(
                 assert got[0] is not None
                 v = compressor.aggregate(got, key, step).reshape(-1)  # type: ignore[arg-type]
                 mine = theirs = None
-            if log is not None:
+            if log is not None:  # a CPU operation on a core of the host, as simulated
                 kind = "compress" if s.op == "c" else "decompress"
-                log.append(("compute", f"{tag} {kind}", kind, t0, time.perf_counter(), 0))
+                where = "compute" if s.where == "gpu" else f"cpu:{bucket % CORES}"
+                log.append((where, f"{tag} {kind}", kind, t0, time.perf_counter(), 0))
             continue
         if not started:
             started = True
@@ -252,6 +255,10 @@ def execute(
             elif s.collective == "broadcast":  # the root's payloads to every worker
                 dist.broadcast_object_list([held], src=root, group=group)
                 theirs, mine = held, None
+            elif s.collective == "allgather" and mine is None:  # payloads a gather brought
+                peers: list[Any] = [None] * size
+                dist.all_gather_object(peers, held, group=group)
+                theirs = [p for part in peers for p in part]
             elif mine is None:
                 raise NotEmulated(f"option {option.name!r}: {s.token} after a gather")
             elif s.collective == "pushpull":  # the servers sum and recompress: one payload

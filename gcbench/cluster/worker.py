@@ -37,6 +37,7 @@ from gcbench.compress import create, create_memory
 from gcbench.config import Cell
 from gcbench.sim.engine import Job
 from gcbench.sim.iteration import Plan, Result, simulate, timeline_metrics
+from gcbench.sim.options import Op, Option
 
 
 def memory_kind(compressor: str) -> str:
@@ -89,6 +90,15 @@ def _payloads(plan: Plan, phase_bytes: list[list[int]]) -> list[float | None]:
         at = compressed_phase(option)
         out.append(None if at is None or not sent[at] else float(sent[at]))
     return out
+
+
+def on_gpu(option: Option) -> bool:
+    """Whether the option's work before its first phase is the GPU's (it then runs on
+    the compute thread, behind backward); CPU compression runs, with the phases, on the
+    communication thread (the simulator gives it a core of its own: an approximation
+    that serialises it with the other buckets' phases)."""
+    first = option.steps[0]
+    return not isinstance(first, Op) or first.where == "gpu"
 
 
 def _holds_gpu() -> bool:
@@ -369,8 +379,9 @@ class Worker:
                         option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
                         outs[b], log, f"bucket {b}", b,
                     )  # fmt: skip
-                    next(parts, None)  # the bucket's work before its first phase
-                    cursor = max(cursor, time.perf_counter() - t0)
+                    if on_gpu(option):  # the bucket's work before its first phase
+                        next(parts, None)
+                        cursor = max(cursor, time.perf_counter() - t0)
                     handed.put((b, parts))
                 return cursor
             finally:
