@@ -110,8 +110,10 @@ def test_bad_files_give_one_clear_line_fast(tmp_path, name):
     assert info.value.messages[0].startswith(str(path))
     assert expected in info.value.messages[0]
     assert "\n" not in info.value.messages[0]
-    # A safety bound, not a benchmark: an alias bomb must not be expanded.
-    assert elapsed < 1.0
+    # A safety bound, not a benchmark: an alias bomb must not be expanded (expanded, it
+    # takes minutes; the bound leaves room for a busy CI host, where a 1 s one on a
+    # similar check failed at 1.09 s)
+    assert elapsed < 5.0
 
 
 def test_recursive_alias_is_rejected(tmp_path):
