@@ -23,16 +23,25 @@ from gcbench.errors import ConfigError
 from gcbench.zoo.profile import ModelProfile
 
 
+def check(profile_file: str | None, name: str) -> None:
+    """ConfigError unless a real backward can run: a zoo model, not one whose profile
+    comes from a file (it has no module to run)."""
+    from gcbench.zoo.nets import BUILDERS
+
+    if profile_file is not None or name not in BUILDERS:
+        raise ConfigError(
+            [f"emulate: compute_time: measured runs a zoo model's real backward; "
+             f"{profile_file or name} is not one (compute_time: profile)"]
+        )  # fmt: skip
+
+
 class Backward:
     """The model of `profile` on `device`, ready to run seeded iterations."""
 
     def __init__(self, profile: ModelProfile, seed: int, device: str = "cpu"):
-        from gcbench.zoo.nets import BUILDERS, build
+        from gcbench.zoo.nets import build
 
-        if profile.name not in BUILDERS:
-            raise ConfigError(
-                [f"compute_time: measured needs a zoo model to run; {profile.name} is not one"]
-            )
+        check(None, profile.name)
         self.profile, self.seed, self.device = profile, seed, torch.device(device)
         torch.manual_seed(stable_seed("weights", seed))  # the same weights on every worker
         self.model = build(profile.name, device=self.device)

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from gcbench.cluster.execute import check, compressed_phase
+from gcbench.cluster.execute import check, payloads
 from gcbench.config import Cell
 from gcbench.errors import ConfigError, InfeasibleError
 
@@ -110,13 +110,8 @@ def fed_simulation(cell: Cell, e: Emulation) -> float:
     from gcbench.sim.iteration import simulate
 
     profile, plan, costs = plan_of(cell)
-    payloads: list[float | None] = []
-    for b, option in enumerate(plan.options):
-        at = compressed_phase(option)
-        # the workers that sent a payload there (not those waiting out a rooted section)
-        sent = [] if at is None else [rank[b][at] for rank in e.phase_bytes if rank[b][at]]
-        payloads.append(sum(sent) / len(sent) if sent else None)
-    return simulate(profile, costs, plan, keep_jobs=False, payloads=payloads).iteration_s
+    sizes = payloads(plan.options, e.phase_bytes)
+    return simulate(profile, costs, plan, keep_jobs=False, payloads=sizes).iteration_s
 
 
 def emulated(
@@ -176,13 +171,9 @@ def check_cell(cell: Cell) -> tuple[Any, Any]:
 
     profile, step = _step(cell)
     if cell.compute_time == "measured":
-        from gcbench.zoo.nets import BUILDERS
+        from gcbench.cluster.backward import check as runnable
 
-        if cell.model.profile is not None or profile.name not in BUILDERS:
-            raise ConfigError(
-                [f"emulate: compute_time: measured runs a zoo model's real backward; "
-                 f"{cell.model.profile or profile.name} is not one (compute_time: profile)"]
-            )  # fmt: skip
+        runnable(cell.model.profile, profile.name)
     compressor = create(cell.compressor.kind, **cell.compressor.params())
     for o in step.plan.options:
         if o is None:

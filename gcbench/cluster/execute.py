@@ -32,6 +32,7 @@ from gcbench.cluster.server import Servers
 from gcbench.comm import byteps_partition
 from gcbench.compress.base import Compressor, Memory, Payload
 from gcbench.errors import ConfigError
+from gcbench.sim.iteration import stream_of
 from gcbench.sim.options import Op, Option, Phase
 
 SUPPORTED = (
@@ -93,6 +94,19 @@ def compressed_phase(option: Option | None) -> int | None:
     return next((k for k, p in enumerate(option.phases) if p.compressed), None)
 
 
+def payloads(options: list[Option | None], sent: list[list[list[int]]]) -> list[float | None]:
+    """Each bucket's compressed payload in bytes, from the bytes of each phase that
+    workers sent (`sent[rank][bucket][phase]`): the mean over the workers that sent one
+    there (not those waiting out a rooted section); None where no payload travels or
+    none was sent (the simulator then takes the compressor's size model)."""
+    out: list[float | None] = []
+    for b, option in enumerate(options):
+        at = compressed_phase(option)
+        got = [] if at is None else [rank[b][at] for rank in sent if rank[b][at]]
+        out.append(sum(got) / len(got) if got else None)
+    return out
+
+
 def check(option: Option, compressor: Compressor | None = None) -> None:
     """Raise `NotEmulated` unless every step of `option` (with `compressor`) can be
     executed here."""
@@ -125,11 +139,6 @@ CORES = 16
 # before the first phase the work is the GPU's, behind backward; a GPU operation after a
 # phase has run waits for backward to end
 COMM, DEFERRED = "comm", "deferred"
-
-
-def stream_of(level: str, machines: int) -> str:
-    """The simulator's stream a phase at `level` occupies (`sim.iteration._lower`)."""
-    return "inter_tx" if level == "inter" or (level == "flat" and machines > 1) else "intra"
 
 
 def run_option(

@@ -28,8 +28,8 @@ from gcbench.cluster.execute import (
     DEFERRED,
     Groups,
     Outcome,
-    compressed_phase,
     execute,
+    payloads,
     run_option,
 )
 from gcbench.cluster.gradients import bucket_gradient
@@ -80,16 +80,6 @@ class Fidelity:
             "error_total": (self.err_total / self.ref_total) ** 0.5 if self.ref_total else 0.0,
             "bound_ratio": self.ratio,
         }
-
-
-def _payloads(plan: Plan, phase_bytes: list[list[int]]) -> list[float | None]:
-    """Each bucket's compressed payload as this worker sent it (None: none, or this
-    worker sent none there, waiting in a section rooted elsewhere: the size model)."""
-    out: list[float | None] = []
-    for option, sent in zip(plan.options, phase_bytes, strict=True):
-        at = compressed_phase(option)
-        out.append(None if at is None or not sent[at] else float(sent[at]))
-    return out
 
 
 def on_gpu(option: Option) -> bool:
@@ -237,7 +227,8 @@ class Worker:
                 phase_bytes.append([out.phase_bytes for out in outs])
                 # the bytes on the wire as the simulator counts them (a ring allreduce's
                 # 2(n-1)/n of the vector...), for the payloads this step sent
-                fed = simulate(profile, costs, plan, payloads=_payloads(plan, phase_bytes[-1]))
+                sent = payloads(plan.options, phase_bytes[-1:])  # this worker's, this step
+                fed = simulate(profile, costs, plan, payloads=sent)
                 wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
                 for j in jobs:
                     j.bytes = wire.get(j.name, j.bytes)
@@ -423,7 +414,7 @@ class Worker:
         bucket's compressed payload as this worker sent it, and every collective's start
         and end agreed with its peers (the latest start, the slowest peer's end): the
         timestamps travel in a small allgather per collective."""
-        payloads = _payloads(plan, phase_bytes)
+        sizes = payloads(plan.options, [phase_bytes])
 
         def sync(level: str, start: float, dur: float) -> tuple[float, float]:
             group, size = self.groups.group(level), self.groups.sizes[level]
@@ -434,7 +425,7 @@ class Worker:
             return first, max(first + float(e[1]) for e in every)
 
         keep = self.rank == 0
-        result = simulate(profile, costs, plan, keep_jobs=keep, payloads=payloads, sync=sync)
+        result = simulate(profile, costs, plan, keep_jobs=keep, payloads=sizes, sync=sync)
         return result.iteration_s, result.metrics, result.jobs
 
     def ready(self) -> int:

@@ -361,6 +361,12 @@ def _synced(tl: Timeline, sync: Sync) -> Callable[..., Job]:
     return add
 
 
+def stream_of(level: str, machines: int) -> str:
+    """The stream a phase at `level` occupies: the NICs across machines, else NVLink/PCIe
+    inside one (an emulated worker's wall-clock log names its phases the same way)."""
+    return "inter_tx" if level == "inter" or (level == "flat" and machines > 1) else "intra"
+
+
 # A lowered step: (stream, kind, seconds, bytes, label, after_backward)
 _Step = tuple[str, str, float, float, str, bool]
 
@@ -472,7 +478,7 @@ def _lower(
             size = bpe * e * n
         else:
             size = bpe * e
-        stream = "inter_tx" if level == "inter" or (level == "flat" and x.M > 1) else "intra"
+        stream = stream_of(level, x.M)
         if coll in ("pushpull", "byteps"):
             work = 0.0
             if comp:  # the servers decompress every machine's payloads and recompress
