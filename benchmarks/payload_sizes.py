@@ -2,16 +2,20 @@
 actually send for a model's fusion buckets, on emulation's synthetic gradients and on
 real gradients from one backward pass, against the size model the simulator plans with.
 
-    python benchmarks/payload_sizes.py [--model resnet50] [--batch 8]
+    python benchmarks/payload_sizes.py [--model resnet50] [--batch 8] [--ef-steps 5]
                                        [--compressors threelc,dgc,threshold:threshold=0.001]
 
 Per compressor: the bytes of every bucket's payload (rank 0, step 0, no error feedback)
-summed, over the compressor's `wire_bytes` for the same buckets (its expected-size
-model, which the simulator uses), for the synthetic heavy-tailed gradients
-(`cluster.gradients`: Student-t(3), scaled per tensor) and for the real gradients of
-the zoo model (`cluster.backward`: its forward and backward on random input of `--batch`
-samples, cross-entropy against random labels, weights at initialisation). Also prints
-the share of |g| at or above each threshold tried. One process, no Ray.
+summed, over the compressor's `expected_bytes` for the same buckets (its expected-size
+model on the gradient law, `compress.law`, which the simulator plans with; derived from
+the law, not fitted to anything printed here), for the synthetic heavy-tailed gradients
+(`cluster.gradients`: the law's Student-t(3), scaled per tensor) and for the real
+gradients of the zoo model (`cluster.backward`: its forward and backward on random input
+of `--batch` samples, cross-entropy against random labels, weights at initialisation).
+Then the synthetic sizes at step `--ef-steps` with residual error feedback (what the
+model does not cover: it is step 0's), and the model over the compressor's data-free
+`wire_bytes` (for 3LC its upper bound, which the simulator used before). Also prints the
+share of |g| at or above each threshold tried. One process, no Ray.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--ef-steps", type=int, default=5)
     parser.add_argument(
         "--compressors", default="threelc,threelc:sparsity=1.5,dgc,threshold:threshold=0.001"
     )
@@ -35,6 +40,7 @@ def main() -> None:
     from gcbench.cluster.emulate import plan_of
     from gcbench.cluster.gradients import bucket_gradient
     from gcbench.compress import create
+    from gcbench.compress.memory import ResidualMemory
     from gcbench.config import Cell
 
     cell = Cell.model_validate(
@@ -57,20 +63,33 @@ def main() -> None:
         "synthetic": lambda b, bucket: bucket_gradient(cell.seed, 0, 0, bucket, numels),
         "real": lambda b, bucket: torch.cat([grads[i] for i in bucket]),
     }
-    print(f"{'compressor':28s} {'synthetic/model':>15s} {'real/model':>10s}")
+    ef = args.ef_steps
+    print(f"{'compressor':28s} {'synthetic/model':>15s} {'real/model':>10s} "
+          f"{f'EF step {ef}/model':>16s} {'model/wire_bytes':>16s}")  # fmt: skip
     for spec in args.compressors.split(","):
         kind, _, rest = spec.partition(":")
         params = {k: float(v) for k, v in (p.split("=") for p in rest.split(";") if p)}
+        comp = create(kind, **params)
+        model = sum(comp.expected_bytes([numels[i] for i in k]) for k in plan.buckets)
+        bound = sum(comp.wire_bytes(sum(numels[i] for i in k), 0) for k in plan.buckets)
         ratios = []
         for get in sources.values():
             comp = create(kind, **params)
-            sent = model = 0
-            for b, bucket in enumerate(plan.buckets):
-                x = get(b, bucket)
-                sent += comp.compress(x, f"bucket{b}", 0).wire_bytes
-                model += comp.wire_bytes(x.numel(), 0)
+            sent = sum(
+                comp.compress(get(b, k), f"bucket{b}", 0).wire_bytes
+                for b, k in enumerate(plan.buckets)
+            )
             ratios.append(sent / model)
-        print(f"{spec:28s} {ratios[0]:15.3f} {ratios[1]:10.3f}")
+        comp, memory = create(kind, **params), ResidualMemory()
+        for step in range(ef + 1):  # rank 0's synthetic gradients with error feedback
+            sent = 0
+            for b, k in enumerate(plan.buckets):
+                g = memory.compensate(bucket_gradient(cell.seed, 0, step, k, numels), f"{b}", step)
+                payload = comp.compress(g, f"{b}", step)
+                memory.update(g, f"{b}", step, comp, payload)
+                sent += payload.wire_bytes
+        print(f"{spec:28s} {ratios[0]:15.3f} {ratios[1]:10.3f} {sent / model:16.3f} "
+              f"{model / bound:16.4f}")  # fmt: skip
     real = torch.cat(grads).abs()
     synthetic = torch.cat([sources["synthetic"](b, k) for b, k in enumerate(plan.buckets)]).abs()
     for t in (1e-3, 1e-4):

@@ -4,18 +4,16 @@ driver can recompute every worker's gradient for the exact fp32 sum without ship
 
 Student-t with ν = 3 (heavy tails, as measured gradients have: a few large values, most
 near zero), drawn as z / sqrt(χ²₃ / 3) from one seeded generator per (seed, rank, step,
-tensor), and scaled by 1/sqrt(numel) so tensors of every size carry comparable norms.
+tensor), and scaled by 1/sqrt(numel) so tensors of every size carry comparable norms:
+the law of `compress.law`, whose expected payload sizes the simulator plans with.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from gcbench.compress.base import stable_seed
-
-NU = 3  # degrees of freedom of the Student-t
+from gcbench.compress.law import NU, scale
 
 
 def gradient(seed: int, rank: int, step: int, tensor: int, numel: int) -> torch.Tensor:
@@ -24,7 +22,7 @@ def gradient(seed: int, rank: int, step: int, tensor: int, numel: int) -> torch.
     z = torch.randn(numel, generator=g)
     chi2 = torch.randn(NU, numel, generator=g).square_().sum(0)
     z /= (chi2 / NU).sqrt_()
-    return z.mul_(1.0 / math.sqrt(max(numel, 1)))
+    return z.mul_(scale(numel))
 
 
 def bucket_gradient(

@@ -13,8 +13,12 @@ Properties every compressor declares, read by the simulator and planner without 
 - `rounds`: communication rounds per step (PowerSGD: P, then Q from the summed P);
 - `data_dependent`: wire bytes depend on the values (3LC zero runs, DGC, threshold);
 - `family`: cast | sparsify | quantize | threelc | lowrank | covap;
-- `wire_bytes(numel, step)`: the bytes of one step, all rounds (exact where data-independent);
-  `payload_bytes(shape, key, step)`: the exact bytes of the last round's payload.
+- `wire_bytes(numel, step)`: the bytes of one step, all rounds (exact where data-independent;
+  for 3LC and threshold an upper bound); `payload_bytes(shape, key, step)`: the exact
+  bytes of the last round's payload;
+- `law_sized` and `expected_bytes(numels)`: the payload a bucket of tensors of the
+  gradient law (`compress.law`) is expected to have, which the simulator plans with (3LC,
+  threshold: their size follows the values, and no bound is close).
 
 Payload buffers and phases (DESIGN §5: "a payload may reuse the compressor's buffers and
 is valid until the next compress on the same key"). The compress loop allocates no
@@ -44,6 +48,7 @@ do, to check one against the other).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -144,6 +149,7 @@ class Compressor(ABC):
     splittable: ClassVar[bool] = False
     rounds: ClassVar[int] = 1
     data_dependent: ClassVar[bool] = False
+    law_sized: ClassVar[bool] = False  # expected_bytes follows the gradient law per tensor
 
     @abstractmethod
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
@@ -157,8 +163,15 @@ class Compressor(ABC):
     @abstractmethod
     def wire_bytes(self, numel: int, step: int) -> int:
         """Bytes one worker sends for a tensor of `numel` elements in one step, all rounds
-        together (the expected value for data-dependent compressors), without touching
-        data. Low-rank compressors need the shape: see their `wire_bytes_for_shape`."""
+        together, without touching data: exact for data-independent compressors, what
+        DGC aims at, an upper bound for 3LC and threshold (see `expected_bytes`).
+        Low-rank compressors need the shape: see their `wire_bytes_for_shape`."""
+
+    def expected_bytes(self, numels: Sequence[int]) -> float:
+        """The bytes of one payload of a bucket of tensors of these sizes drawn from the
+        gradient law (`compress.law`), expected at step 0; `wire_bytes` of their sum
+        unless `law_sized`."""
+        return float(self.wire_bytes(sum(numels), 0))
 
     def payload_bytes(self, shape: tuple[int, ...], key: str, step: int) -> int:
         """Exact bytes of this key's last-round payload at `step` for a data-independent

@@ -25,6 +25,7 @@ depend on the data, are views of buffers that grow when needed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -262,6 +263,7 @@ class Threshold(_Sparse):
 
     name = "threshold"
     data_dependent = True
+    law_sized = True
 
     def __init__(self, threshold: float):
         self.threshold = threshold
@@ -272,5 +274,13 @@ class Threshold(_Sparse):
         return self._selected(grad, key, step, idx, True)
 
     def wire_bytes(self, numel: int, step: int) -> int:
-        """No data-free estimate exists; this is the worst case (every element sent)."""
+        """The worst case (every element sent); `expected_bytes` is the estimate."""
         return 8 * numel
+
+    def expected_bytes(self, numels: Sequence[int]) -> float:
+        """8 bytes per value of the gradient law at or above the threshold, tensor by
+        tensor (its share follows the law's scale: real gradients of another scale send
+        more or less)."""
+        from gcbench.compress.law import threshold_bytes
+
+        return sum(threshold_bytes(n, self.threshold) for n in numels)

@@ -76,7 +76,7 @@ six numpy passes per block the compiled scan replaced, issue #16); decompress ~2
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -513,6 +513,7 @@ class ThreeLC(Compressor):
     splittable = False  # see the module docstring
     rounds = 1
     data_dependent = True
+    law_sized = True
 
     def __init__(self, sparsity: float = 1.0) -> None:
         if not 1.0 <= sparsity < 2.0:  # §3.1: 1 <= s < 2 keeps the error below max|x|
@@ -609,6 +610,13 @@ class ThreeLC(Compressor):
         """An upper bound: ceil(numel/5) base-3^5 bytes (no zero-run saving, which depends
         on the values) plus the fp32 scale."""
         return -(-numel // 5) + 4
+
+    def expected_bytes(self, numels: Sequence[int]) -> float:
+        """The zero-run encoded size expected on the gradient law (`law.threelc_bytes`):
+        one scale, the bucket's peak, for all its tensors."""
+        from gcbench.compress.law import threelc_bytes
+
+        return threelc_bytes(tuple(numels), self.sparsity)
 
 
 def _sparse_encode(arr: np.ndarray, sparsity: float, out: np.ndarray) -> tuple[float, int]:

@@ -192,6 +192,8 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
     }
     if hasattr(compressor, "wire_bytes_for_shape"):  # low-rank: factors follow each shape
         out["tensor_round_bytes"] = round_bytes(cell, cell_profile(cell))
+    elif compressor.law_sized:  # 3LC, threshold: a bucket's expected size on the law
+        out["bucket_bytes"] = lru_cache(maxsize=65536)(compressor.expected_bytes)
     return out
 
 

@@ -113,6 +113,9 @@ class Costs:
     # tensors' ratio per round, and each compressed allreduce runs once per round
     # (PowerSGD: P, then Q from the summed P).
     tensor_round_bytes: tuple[tuple[float, ...], ...] | None = None
+    # For compressors whose payload depends on the values (3LC, threshold): a bucket's
+    # expected payload from its tensors' sizes (`compress.law`); a shard uses its ratio.
+    bucket_bytes: Callable[[tuple[int, ...]], float] | None = None
     additive: bool = False  # the compressor's payloads sum to a valid payload
     splittable: bool = True  # one payload splits into per-destination chunks
     compressor: str = "none"  # named in error messages
@@ -390,6 +393,9 @@ def _lower(
             _ratio_payload(sum(r[i] for i in bucket) / max(4 * elements, 1.0))
             for r in c.tensor_round_bytes
         ]
+    elif c.bucket_bytes is not None:  # 3LC, threshold: this bucket's expected ratio
+        whole = c.bucket_bytes(tuple(x.numel[i] for i in bucket))
+        payloads = [_ratio_payload(whole / max(4 * float(sum(x.numel[i] for i in bucket)), 1.0))]
     payload, rounds = payloads[0], len(payloads)
 
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire

@@ -123,7 +123,7 @@ class Kernel:
         self.ctx = _Ctx(costs, self.numel)
         self.cache: dict[tuple[Any, ...], _Lowering] = {}
         self._uses: dict[Any, tuple[int, int]] = {}
-        self._by_size = costs.tensor_round_bytes is None
+        self._by_size = costs.tensor_round_bytes is None and costs.bucket_bytes is None
         self._prefix = [0]
         for n in self.numel:
             self._prefix.append(self._prefix[-1] + n)
@@ -146,7 +146,7 @@ class Kernel:
                     n = sum(x.numel[i] for i in bucket)
                 size = float(n)  # what `_lower` computes from the bucket
             tensors = None
-        else:  # low-rank ratios are per tensor
+        else:  # low-rank ratios are per tensor, 3LC's and threshold's per bucket
             tensors = (lo, hi) if run else tuple(bucket)
         uses = self._uses.get(option)
         if uses is None:  # what of the bucket index its lowering reads: the CPU core
