@@ -81,25 +81,25 @@ def free_port() -> int:
 
 
 def plan_of(cell: Cell, planned: Any = None) -> tuple[Any, Any, Any]:
-    """The cell's profile, and its plan and costs (its strategy's first step). A
-    planner's plan made already (`planned`, by the task that runs the cell) is taken as
-    it is: a planner's step runs with the cell's own costs, so nothing is planned again."""
+    """The cell's profile, and its plan and costs (its strategy's first step)."""
+    profile, period = period_of(cell, planned)
+    return profile, period[0].plan, period[0].costs
+
+
+def period_of(cell: Cell, planned: Any = None) -> tuple[Any, list[Any]]:
+    """The cell's profile and its strategy's steps (`sim.strategies.Step`: plan, costs,
+    weight), one period of them (ACP-SGD: P, then Q); emulated step k runs step k mod
+    the period. A planner's plan made already (`planned`, by the task that runs the
+    cell) is taken as it is: a planner's step runs with the cell's own costs, so nothing
+    is planned again."""
     from gcbench.config.strategies import PLANNERS
-
-    if planned is not None and cell.strategy in PLANNERS:
-        from gcbench.sim.costs import cell_profile, costs_for
-
-        return cell_profile(cell), planned, costs_for(cell)
-    profile, step = _step(cell)
-    return profile, step.plan, step.costs
-
-
-def _step(cell: Cell) -> tuple[Any, Any]:
     from gcbench.sim.costs import cell_profile, costs_for
-    from gcbench.sim.strategies import BUILDERS
+    from gcbench.sim.strategies import BUILDERS, Step
 
     profile = cell_profile(cell)
-    return profile, BUILDERS[cell.strategy](cell, profile, costs_for(cell))[0]
+    if planned is not None and cell.strategy in PLANNERS:
+        return profile, [Step(planned, costs_for(cell))]
+    return profile, BUILDERS[cell.strategy](cell, profile, costs_for(cell))
 
 
 def fed_simulation(cell: Cell, e: Emulation) -> float:
@@ -164,22 +164,24 @@ def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
         )
 
 
-def check_cell(cell: Cell) -> tuple[Any, Any]:
+def check_cell(cell: Cell) -> tuple[Any, Any, int]:
     """Refuse, before any actor starts, a cell emulation cannot run yet (ConfigError
-    naming why); its profile and plan step otherwise."""
+    naming why); its profile, its first plan step and the length of its period
+    otherwise."""
     from gcbench.compress import create
 
-    profile, step = _step(cell)
+    profile, period = period_of(cell)
+    step = period[0]
     if cell.compute_time == "measured":
         from gcbench.cluster.backward import check as runnable
 
         runnable(cell.model.profile, profile.name)
     compressor = create(cell.compressor.kind, **cell.compressor.params())
-    for o in step.plan.options:
+    for o in (o for p in period for o in p.plan.options):
         if o is None:
             raise ConfigError([f"emulate: {cell.strategy} leaves buckets out: not emulated yet"])
         check(o, compressor)
-    return profile, step
+    return profile, step, len(period)
 
 
 def emulate_cell(
@@ -200,7 +202,8 @@ def emulate_cell(
     from gcbench.config.strategies import PLANNERS
     from gcbench.sim.costs import plan_record
 
-    profile, step = check_cell(cell)
+    profile, step, period = check_cell(cell)
+    steps = max(steps, period)  # the virtual clock times every step of the period
     for attempt in range(1, ATTEMPTS + 1):
         try:
             results, startup_s, server_nodes = _attempt(cell, steps, timeout_s, keep, step.plan)

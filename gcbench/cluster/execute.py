@@ -110,20 +110,16 @@ def payloads(options: list[Option | None], sent: list[list[list[int]]]) -> list[
 def check(option: Option, compressor: Compressor | None = None) -> None:
     """Raise `NotEmulated` unless every step of `option` (with `compressor`) can be
     executed here."""
-    if compressor is not None and option.compressed and compressor.family == "lowrank":
-        raise NotEmulated(
-            f"{compressor.name}: low-rank factors of each tensor's matrix within a bucket "
-            "are not emulated yet"
-        )
-    if compressor is not None and option.compressed and compressor.rounds > 1:
-        raise NotEmulated(
-            f"{compressor.name}: {compressor.rounds} communication rounds per step are not "
-            "emulated yet"
-        )
+    rounds = compressor.rounds if compressor is not None and option.compressed else 1
     for s in option.steps:
         if isinstance(s, Phase) and s.compressed and s.collective in ("reduce_scatter", "reduce"):
             raise NotEmulated(f"option {option.name!r}: a compressed {s.collective} is not "
                               "emulated yet")  # fmt: skip
+        if isinstance(s, Phase) and s.compressed and rounds > 1 and s.collective != "allreduce":
+            raise NotEmulated(
+                f"option {option.name!r}: {rounds} rounds per step through {s.token} (each "
+                "round's payloads are summed before the next: allreduced)"
+            )
         if isinstance(s, Phase) and s.collective not in SUPPORTED:
             raise NotEmulated(
                 f"option {option.name!r}: {s.collective} is not emulated yet "
@@ -195,6 +191,7 @@ def execute(
     started = deferred = False
     waiting: list[str] = []  # levels of the rooted sections this worker is not the root of
     dense_len = n  # the length of the vector last compressed
+    source: torch.Tensor | None = None  # the compensated gradient, for later rounds
     for s in option.steps:
         t0 = time.perf_counter()
         if isinstance(s, Op):
@@ -210,7 +207,10 @@ def execute(
                 dense = v.float()
                 comp = memory.compensate(dense, key, step)
                 mine = compressor.compress(comp, key, step)
-                memory.update(comp, key, step, compressor, mine)
+                if compressor.rounds > 1:  # later rounds compress it again (PowerSGD's Q)
+                    source = comp
+                else:
+                    memory.update(comp, key, step, compressor, mine)
                 # nothing dense held while suspended (the wall clock keeps a generator per
                 # bucket until backward ends: bert-base's would hold 880 MB a worker)
                 v = None
@@ -276,9 +276,15 @@ def execute(
                 mine = None
             elif s.collective == "allgather":
                 theirs = _allgather_payloads(mine, group, size)
-            elif s.collective == "allreduce":  # additive payloads sum
-                for t in mine.tensors.values():
-                    dist.all_reduce(t, group=group)
+            elif s.collective == "allreduce":  # additive payloads sum, round by round
+                stream = stream_of(s.level, machines)
+                mine, sent = _allreduce_rounds(
+                    mine, source, compressor, memory, (key, step, group, stream), log,
+                    (tag, s.token),
+                )  # fmt: skip
+                source = None
+                out.phase_bytes.append(sent)
+                continue
             else:
                 raise NotEmulated(f"option {option.name!r}: compressed {s.collective}")
         else:
@@ -311,6 +317,46 @@ def execute(
             log.append((stream_of(s.level, machines), label, "comm", t0, time.perf_counter(), sent))
     assert v is not None, f"option {option.name!r} ends compressed"
     out.aggregate = v.float()[:n]
+
+
+def _allreduce_rounds(
+    mine: Payload,
+    source: torch.Tensor | None,
+    compressor: Compressor,
+    memory: Memory,
+    where: tuple[str, int, object, str],
+    log: list[tuple[str, str, str, float, float, int]] | None,
+    labels: tuple[str, str],
+) -> tuple[Payload, int]:
+    """Allreduce this worker's payload in place, then, for a compressor of several rounds
+    (PowerSGD: Q from the summed P), compress the compensated gradient `source` again
+    from the summed payload and allreduce that, round by round; error feedback is
+    updated from the last round's own payload before it is summed. `where`: the key,
+    step, process group and the phase's stream; `labels`: the bucket's tag and the
+    phase's token. The summed last payload and the bytes this worker sent in all rounds;
+    `log` gets each round's compression and communication as the simulator names them
+    (`bucket 3 compress round 1`, `bucket 3 flat:ar* round 1`)."""
+    key, step, group, stream = where
+    tag, token = labels
+    sent, payload = 0, mine
+    for r in range(compressor.rounds):
+        if r:
+            assert source is not None
+            t0 = time.perf_counter()
+            payload = compressor.compress(source, key, step, payload)
+            if log is not None:
+                end = time.perf_counter()
+                log.append(("compute", f"{tag} compress round {r}", "compress", t0, end, 0))
+        if r == compressor.rounds - 1 and source is not None:
+            memory.update(source, key, step, compressor, payload)
+        t0 = time.perf_counter()
+        for t in payload.tensors.values():
+            dist.all_reduce(t, group=group)
+        sent += payload.wire_bytes
+        if log is not None:
+            label = f"{tag} {token}" + (f" round {r}" if r else "")
+            log.append((stream, label, "comm", t0, time.perf_counter(), payload.wire_bytes))
+    return payload, sent
 
 
 def _byteps(

@@ -42,10 +42,11 @@ from gcbench.sim.options import Op, Option
 
 def memory_kind(compressor: str) -> str:
     """The error-feedback memory a compressor runs with: DGC's own (momentum
-    correction), none for the casts (lossless enough to need none), else the residual."""
+    correction), none for the casts (lossless enough to need none) and for ACP-SGD (its
+    Algorithm 2 keeps the residual itself), else the residual."""
     if compressor == "dgc":
         return "dgc"
-    if compressor in ("none", "fp16", "bf16"):
+    if compressor in ("none", "fp16", "bf16", "acpsgd"):  # ACP-SGD's error feedback is its own
         return "none"
     return "residual"
 
@@ -167,16 +168,24 @@ class Worker:
         2^-50 or so, against which rank 0 measures its aggregate. `servers`: the cell's
         summation servers (`server.Server` actors), pushed to on this worker's ring;
         `planned`: a planner's plan, made by the task that runs the cell."""
-        from gcbench.cluster.emulate import plan_of
+        from gcbench.cluster.emulate import period_of
         from gcbench.cluster.server import Servers
+        from gcbench.sim.costs import period_mean
 
         if servers:
             g = self.gpus
             self.groups.servers = Servers(servers, self.rank % g, self.world // g, self.rank // g)
 
-        profile, plan, costs = plan_of(cell, planned)
+        profile, period = period_of(cell, planned)
+        plan = period[0].plan  # every step of a period has the same buckets
         numels = [t.numel for t in profile.tensors]
         comp = create(cell.compressor.kind, **cell.compressor.params())
+        if comp.family == "lowrank":  # factors of each tensor's matrix, fused per bucket
+            from gcbench.cluster.fused import Fused
+
+            shapes = {f"bucket{b}": [tuple(profile.tensors[i].shape) for i in bucket]
+                      for b, bucket in enumerate(plan.buckets)}  # fmt: skip
+            comp = Fused(comp, shapes)
         memory = create_memory(memory_kind(cell.compressor.kind))
         phase_bytes: list[list[list[int]]] = []
         fid = Fidelity(self.world)
@@ -213,6 +222,7 @@ class Worker:
             backward = Backward(profile, cell.seed, device)
         measured: list[Any] = []  # the profile as each step measured it
         for step in range(steps):
+            plan, costs = period[step % len(period)].plan, period[step % len(period)].costs
             if cell.clock == "wall":
                 if backward is None:  # every gradient first: drawing them is not timed
                     xs = [bucket_gradient(cell.seed, self.rank, step, k, numels)
@@ -261,9 +271,14 @@ class Worker:
                 fid.total(total[b], mine[b])
         if cell.clock == "wall":
             iteration_s, metrics, jobs = walls[-1]
-        else:
-            timed = measured[0] if measured else profile  # step 0's compute, as measured
-            iteration_s, metrics, jobs = self.clock(timed, plan, costs, phase_bytes[0])
+        else:  # step 0's compute as measured; a periodic strategy's mean over its period
+            clocks = [
+                self.clock(measured[k] if measured else profile, p.plan, p.costs, phase_bytes[k])
+                for k, p in enumerate(period)
+            ]
+            jobs = clocks[0][2]
+            metrics = period_mean(profile, [c[1] for c in clocks], [p.weight for p in period])
+            iteration_s = metrics["iteration_s"]
         import ray
 
         return {
