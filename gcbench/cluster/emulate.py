@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from gcbench.cluster.execute import check, payloads
+from gcbench.cluster.execute import check, executed, payloads
 from gcbench.config import Cell
 from gcbench.errors import ConfigError, InfeasibleError
 
@@ -177,7 +177,7 @@ def check_cell(cell: Cell) -> tuple[Any, Any, int]:
 
         runnable(cell.model.profile, profile.name)
     compressor = create(cell.compressor.kind, **cell.compressor.params())
-    for o in (o for p in period for o in p.plan.options):
+    for o in (o for p in period for o in executed(p.plan.options, cell.strategy)):
         if o is None:
             raise ConfigError([f"emulate: {cell.strategy} leaves buckets out: not emulated yet"])
         check(o, compressor)

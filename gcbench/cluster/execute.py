@@ -86,6 +86,46 @@ class Outcome:
     phase_bytes: list[int] = field(default_factory=list)
 
 
+# COVAP (covap.txt §III) as the workers run it: every shard through the compressor's
+# filter and an allreduce of what it lets through. A selected shard (index + step ≡ 0 mod
+# I) sends its values plus the residual (§III-D), the others an empty payload (no
+# collective) and keep theirs: the plan's fp32 allreduce of the selected shards and
+# nothing for the rest (`None`), with COVAP's error feedback
+COVAP_OPTION = Option.parse("gc flat:ar* gd")
+
+
+def executed(options: list[Option | None], strategy: str) -> list[Option | None]:
+    """What the workers run for each of a plan's buckets: the plan's option, or for the
+    `covap` strategy (whose compressor is COVAP's filter) `COVAP_OPTION` on every shard."""
+    if strategy == "covap":
+        return [COVAP_OPTION] * len(options)
+    return list(options)
+
+
+def shard_slices(
+    buckets: list[list[int]], elements: list[float] | None, numels: list[int]
+) -> list[tuple[int, int] | None]:
+    """Each plan bucket's slice of its tensors' concatenated gradient: None for a whole
+    bucket; for a run of k consecutive buckets of the same tensors (COVAP's shards of a
+    fusion bucket, HiPress's partitions of a large tensor: the plan's `elements` give
+    their sizes), the j-th of k pieces, N·j/k to N·(j+1)/k rounded."""
+    if elements is None:
+        return [None] * len(buckets)
+    out: list[tuple[int, int] | None] = []
+    b = 0
+    while b < len(buckets):
+        k = 1
+        while b + k < len(buckets) and buckets[b + k] == buckets[b]:
+            k += 1
+        if k == 1:
+            out.append(None)
+        else:
+            n = sum(numels[i] for i in buckets[b])
+            out += [(round(n * j / k), round(n * (j + 1) / k)) for j in range(k)]
+        b += k
+    return out
+
+
 def compressed_phase(option: Option | None) -> int | None:
     """The index (among the option's phases) of its phase that carries payloads, if any
     (the emulated options have at most one): where a bucket's payload size is read."""
@@ -351,7 +391,8 @@ def _allreduce_rounds(
             memory.update(source, key, step, compressor, payload)
         t0 = time.perf_counter()
         for t in payload.tensors.values():
-            dist.all_reduce(t, group=group)
+            if t.numel():  # COVAP's unselected shards send nothing (alike on every worker)
+                dist.all_reduce(t, group=group)
         sent += payload.wire_bytes
         if log is not None:
             label = f"{tag} {token}" + (f" round {r}" if r else "")

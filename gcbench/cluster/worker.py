@@ -19,6 +19,7 @@ import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -29,8 +30,10 @@ from gcbench.cluster.execute import (
     Groups,
     Outcome,
     execute,
+    executed,
     payloads,
     run_option,
+    shard_slices,
 )
 from gcbench.cluster.gradients import bucket_gradient
 from gcbench.compress import create, create_memory
@@ -186,7 +189,23 @@ class Worker:
             shapes = {f"bucket{b}": [tuple(profile.tensors[i].shape) for i in bucket]
                       for b, bucket in enumerate(plan.buckets)}  # fmt: skip
             comp = Fused(comp, shapes)
-        memory = create_memory(memory_kind(cell.compressor.kind))
+        ef: dict[str, Any] = {}
+        if comp.family == "covap":  # §III-D: the residual scaled by the ascending coefficient
+            ef["coefficient"] = comp.ef_coefficient  # type: ignore[attr-defined]
+        memory = create_memory(memory_kind(cell.compressor.kind), **ef)
+        cuts = shard_slices(plan.buckets, plan.elements, numels)
+        whole: dict[tuple[int, ...], torch.Tensor] = {}  # a step's bucket split in shards
+
+        def draw(step: int, b: int) -> torch.Tensor:
+            """Bucket `b`'s synthetic gradient (its slice, for a shard) at `step`."""
+            bucket, cut = plan.buckets[b], cuts[b]
+            if cut is None:
+                return bucket_gradient(cell.seed, self.rank, step, bucket, numels)
+            if cut[0] == 0:  # the first shard: draw the bucket once for all of them
+                whole.clear()
+                whole[tuple(bucket)] = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
+            return whole[tuple(bucket)][cut[0] : cut[1]].clone()
+
         phase_bytes: list[list[list[int]]] = []
         fid = Fidelity(self.world)
         mine: list[torch.Tensor] = []  # this worker's gradients summed over the steps
@@ -223,16 +242,17 @@ class Worker:
         measured: list[Any] = []  # the profile as each step measured it
         for step in range(steps):
             plan, costs = period[step % len(period)].plan, period[step % len(period)].costs
+            options = executed(plan.options, cell.strategy)
             if cell.clock == "wall":
                 if backward is None:  # every gradient first: drawing them is not timed
-                    xs = [bucket_gradient(cell.seed, self.rank, step, k, numels)
-                          for k in plan.buckets]  # fmt: skip
+                    xs = [draw(step, b) for b in range(B)]
                 else:  # made by backward, within the step
                     xs = [torch.empty(0)] * B
                 t0 = time.perf_counter()
                 outs, jobs, seconds = self.wall_step(
-                    profile, plan, xs, comp, memory, step, backward
-                )
+                    profile, replace(plan, options=options), xs, comp, memory, step, backward,
+                    cuts,
+                )  # fmt: skip
                 step_s.append(time.perf_counter() - t0)
                 phase_bytes.append([out.phase_bytes for out in outs])
                 # the bytes on the wire as the simulator counts them (a ring allreduce's
@@ -255,11 +275,13 @@ class Worker:
                 grads, done, _ = backward.step(self.rank, step)
                 measured.append(done)
             per_bucket = []
-            for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
+            for b, (bucket, option) in enumerate(zip(plan.buckets, options, strict=True)):
                 if backward is None:
-                    x = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
+                    x = draw(step, b)
                 else:
                     x = torch.cat([grads[i] for i in bucket])
+                    x = x if cuts[b] is None else x[cuts[b][0] : cuts[b][1]]  # type: ignore[index]
+                assert option is not None  # `emulate.check_cell` refuses buckets left out
                 out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups, b)
                 per_bucket.append(out.phase_bytes)
                 account(step, b, x, out)
@@ -304,6 +326,7 @@ class Worker:
         memory: Any,
         step: int,
         backward: Any = None,
+        cuts: list[tuple[int, int] | None] | None = None,
     ) -> tuple[list[Outcome], list[Job], float]:
         """One iteration on the wall clock (issue #14's `clock: wall`), with the
         simulator's streams as threads: a compute thread waits out forward and backward
@@ -320,8 +343,10 @@ class Worker:
         With `backward` (`compute_time: measured`), the compute thread runs the real
         forward and backward instead, and each bucket, filled into `xs` as its last
         gradient is ready, goes to this thread whole (its compression then runs here,
-        beside backward, as on a stream of its own)."""
+        beside backward, as on a stream of its own); `cuts`: each bucket's slice of its
+        tensors' gradient (`execute.shard_slices`), where it is a shard."""
         B = len(plan.buckets)
+        cuts = cuts or [None] * B
         dist.barrier(group=self.groups.flat)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         log: list[tuple[str, str, str, float, float, int]] = []
@@ -329,14 +354,19 @@ class Worker:
         handed: queue.Queue[tuple[int, Iterator[str]] | None] = queue.Queue()
 
         def measured() -> float:
-            owner = {i: b for b, bucket in enumerate(plan.buckets) for i in bucket}
+            owners: dict[int, list[int]] = {}  # a tensor's buckets (several: its shards)
+            for b, bucket in enumerate(plan.buckets):
+                for i in set(bucket):
+                    owners.setdefault(i, []).append(b)
             left = [len(set(bucket)) for bucket in plan.buckets]
             got: dict[int, torch.Tensor] = {}
 
             def hand(b: int) -> None:
-                option = plan.options[b]
+                option, cut = plan.options[b], cuts[b]
                 assert option is not None  # `emulate.check_cell` refuses buckets left out
                 xs[b] = torch.cat([got[j] for j in plan.buckets[b]])
+                if cut is not None:
+                    xs[b] = xs[b][cut[0] : cut[1]].clone()
                 parts = execute(
                     option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
                     outs[b], log, f"bucket {b}", b,
@@ -345,10 +375,10 @@ class Worker:
 
             def ready(i: int, grad: torch.Tensor) -> None:
                 got[i] = grad
-                b = owner[i]
-                left[b] -= 1
-                if not left[b]:  # the bucket's last gradient: hand it over
-                    hand(b)
+                for b in owners[i]:
+                    left[b] -= 1
+                    if not left[b]:  # the bucket's last gradient: hand it over
+                        hand(b)
 
             try:
                 grads, done, start = backward.step(self.rank, step, ready)
