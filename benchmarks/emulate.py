@@ -18,7 +18,7 @@ fed with the emulated payload sizes (issue #14: within 5% for data-dependent
 compressors), the wire bytes worker 0 sent over the simulator's expected bytes (its
 size model; issue #14: within 10%), and the aggregation error after one iteration and
 summed over the iterations (with error feedback).
-Compressors emulation does not run yet (low-rank, sharded COVAP) are listed with why.
+Compressors emulation does not run yet are listed with why.
 One local Ray (2 CPUs here), cells one after another. Issue #14 asks each cell <= 60 s.
 """
 

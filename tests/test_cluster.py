@@ -752,6 +752,7 @@ def test_compressed_gathers_and_broadcasts_through_nested_roots(ray_local):
         ("gc intra:ga* inter:ag* gd intra:bc", "virtual"),
         ("intra:rs cc inter:ag* cd intra:ag", "virtual"),
         ("intra:rs cc inter:ag* cd intra:ag", "wall"),
+        ("flat:rs gc flat:ag* gd", "virtual"),
     ],
 )
 def test_options_the_planner_picks_run_as_the_simulator_times_them(

@@ -106,12 +106,19 @@ def fed_simulation(cell: Cell, e: Emulation) -> float:
     """The simulator's iteration for `cell` fed with the emulated payload sizes (each
     bucket's compressed payload, the mean over the workers): what issue #14 compares the
     virtual clock with for data-dependent compressors (the clock also takes, per
-    collective, the slowest worker's)."""
+    collective, the slowest worker's). A periodic strategy's mean over its period, its
+    first step fed (the sizes `Emulation` keeps) and the others on the size model."""
+    from gcbench.sim.costs import period_mean
     from gcbench.sim.iteration import simulate
 
-    profile, plan, costs = plan_of(cell)
-    sizes = payloads(plan.options, e.phase_bytes)
-    return simulate(profile, costs, plan, keep_jobs=False, payloads=sizes).iteration_s
+    profile, period = period_of(cell)
+    sizes = payloads(period[0].plan.options, e.phase_bytes)
+    runs = [
+        simulate(profile, p.costs, p.plan, keep_jobs=False, payloads=None if k else sizes)
+        for k, p in enumerate(period)
+    ]
+    mean = period_mean(profile, [r.metrics for r in runs], [p.weight for p in period])
+    return float(mean["iteration_s"])
 
 
 def emulated(

@@ -33,7 +33,7 @@ from gcbench.comm import byteps_partition
 from gcbench.compress.base import Compressor, Memory, Payload
 from gcbench.errors import ConfigError
 from gcbench.sim.iteration import stream_of
-from gcbench.sim.options import Op, Option, Phase
+from gcbench.sim.options import SECOND_STEP, Op, Option, Phase
 
 SUPPORTED = (
     "allreduce",
@@ -232,6 +232,8 @@ def execute(
     waiting: list[str] = []  # levels of the rooted sections this worker is not the root of
     dense_len = n  # the length of the vector last compressed
     source: torch.Tensor | None = None  # the compensated gradient, for later rounds
+    slices = False  # `theirs` holds the shards of a divisible pair's second step, in order
+    prev: Phase | None = None
     for s in option.steps:
         t0 = time.perf_counter()
         if isinstance(s, Op):
@@ -255,6 +257,11 @@ def execute(
                 # bucket until backward ends: bert-base's would hold 880 MB a worker)
                 v = None
                 del dense, comp
+            elif slices:  # each shard's payload decompressed, the shards put back in order
+                assert theirs is not None
+                parts = [compressor.aggregate([p], key, step).reshape(-1) for p in theirs]
+                v = torch.cat(parts)[: sizes.pop()]
+                mine, theirs, slices = None, None, False
             else:
                 got = theirs if theirs is not None else [mine]
                 assert got[0] is not None
@@ -269,6 +276,9 @@ def execute(
             started = True
             yield COMM
             t0 = time.perf_counter()
+        second = prev is not None and prev.level == s.level
+        second = second and SECOND_STEP.get(prev.collective) == s.collective  # type: ignore[union-attr]
+        prev = s
         group: Any = groups.group(s.level)
         size = groups.sizes[s.level]
         if s.collective in ("pushpull", "byteps") and groups.servers is None:
@@ -314,8 +324,9 @@ def execute(
                 assert groups.servers is not None
                 theirs = [groups.servers.pull(groups.servers.push(key, step, mine))]
                 mine = None
-            elif s.collective == "allgather":
+            elif s.collective == "allgather":  # the peers' payloads: to sum, or shards
                 theirs = _allgather_payloads(mine, group, size)
+                slices = second
             elif s.collective == "allreduce":  # additive payloads sum, round by round
                 stream = stream_of(s.level, machines)
                 mine, sent = _allreduce_rounds(
