@@ -264,8 +264,9 @@ def test_options_not_emulated_yet_are_refused_before_any_actor_starts():
     from gcbench.cluster.execute import check
     from gcbench.sim.options import Option
 
-    with pytest.raises(NotEmulated, match="alltoall is not emulated yet"):
-        check(Option.parse("gc flat:a2a* gd flat:ag"), create("randomk"))
+    with pytest.raises(NotEmulated, match="inter:a2a\\* of forwarded payloads"):
+        check(Option.parse("gc intra:a2a* inter:a2a* gd inter:ag intra:ag"), create("dgc"))
+    check(Option.parse("gc flat:a2a* gd flat:ag"), create("dgc"))
     check(Option.parse("intra:red gc inter:ga* inter:bc* intra:bc* gd"), create("randomk"))
 
 
@@ -741,6 +742,9 @@ def test_compressed_gathers_and_broadcasts_through_nested_roots(ray_local):
     assert e.iteration_s == pytest.approx(simulate_cell(c).metrics["iteration_s"], rel=1e-9)
 
 
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     ("option", "clock"),
     [
@@ -753,13 +757,26 @@ def test_compressed_gathers_and_broadcasts_through_nested_roots(ray_local):
         ("intra:rs cc inter:ag* cd intra:ag", "virtual"),
         ("intra:rs cc inter:ag* cd intra:ag", "wall"),
         ("flat:rs gc flat:ag* gd", "virtual"),
+        ("gc flat:a2a* gd flat:ag", "virtual"),
+        pytest.param("gc flat:a2a* gd flat:ag", "wall", marks=SLOW),
+        pytest.param("gc flat:a2a* flat:ag* gd", "virtual", marks=SLOW),
+        pytest.param("intra:rs gc inter:a2a* gd inter:ag intra:ag", "virtual", marks=SLOW),
+        ("intra:rs gc inter:a2a* inter:ag* intra:ag* gd", "virtual"),
+        pytest.param("gc intra:a2a* inter:ag* intra:ag* gd", "virtual", marks=SLOW),
+        pytest.param("intra:red gc inter:a2a* gd inter:ag intra:bc", "virtual", marks=SLOW),
+        ("gc flat:rs* gd flat:ag", "virtual"),
+        pytest.param("gc flat:rs* flat:ag* gd", "virtual", marks=SLOW),
+        pytest.param("gc flat:rs* gd flat:ag", "wall", marks=SLOW),
+        pytest.param("intra:rs gc inter:rs* gd inter:ag intra:ag", "virtual", marks=SLOW),
+        ("gc intra:rs* inter:ar* intra:ag* gd", "virtual"),
     ],
 )
 def test_options_the_planner_picks_run_as_the_simulator_times_them(
     ray_local, monkeypatch, option, clock
 ):
-    """Options with rooted sections or CPU compression that ByteComp's planner picks
-    (the task's plan is what the workers run, so one is put there by hand): every worker
+    """Options with rooted sections, CPU compression, alltoalls (a payload per
+    destination) or compressed second steps that ByteComp's planner picks (the task's
+    plan is what the workers run, so one is put there by hand): every worker
     ends with the exact sum (dense) or with the sum on randomk's positions and zero
     elsewhere (every compression of a bucket at a step keeps the same positions); the
     virtual clock is the simulator's on that plan to 1e-9, and the wall clock runs it
@@ -790,7 +807,14 @@ def test_options_the_planner_picks_run_as_the_simulator_times_them(
         assert int(kept.sum()) > 0
         assert torch.allclose(got[kept], exact[kept], rtol=1e-5, atol=1e-7)
     if clock == "virtual":
-        want = simulate(profile, step.costs, plan, keep_jobs=False).iteration_s
+        # a compressed reduce-scatter sends a payload per destination, each of a shard:
+        # randomk keeps at least one value of each, so the simulator is fed their sizes
+        fed = None
+        if "rs*" in option:
+            from gcbench.cluster.execute import payloads
+
+            fed = payloads(plan.options, e.phase_bytes, {"flat": 4, "intra": 2, "inter": 2})
+        want = simulate(profile, step.costs, plan, keep_jobs=False, payloads=fed).iteration_s
         assert e.iteration_s == pytest.approx(want, rel=1e-9)
     elif "cc" in option:
         assert any(s.stream.startswith("cpu:") and s.kind == "compress" for s in e.spans)

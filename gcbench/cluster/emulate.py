@@ -112,7 +112,9 @@ def fed_simulation(cell: Cell, e: Emulation) -> float:
     from gcbench.sim.iteration import simulate
 
     profile, period = period_of(cell)
-    sizes = payloads(period[0].plan.options, e.phase_bytes)
+    cl = cell.cluster
+    levels = {"flat": cl.gpus, "intra": cl.gpus_per_machine, "inter": cl.machines}
+    sizes = payloads(period[0].plan.options, e.phase_bytes, levels)
     runs = [
         simulate(profile, p.costs, p.plan, keep_jobs=False, payloads=None if k else sizes)
         for k, p in enumerate(period)

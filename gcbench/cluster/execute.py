@@ -20,6 +20,7 @@ threads; `run_option` runs it whole.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,8 +36,12 @@ from gcbench.errors import ConfigError
 from gcbench.sim.iteration import stream_of
 from gcbench.sim.options import SECOND_STEP, Op, Option, Phase
 
+# Compressed phases that take a payload per destination, compressed chunk by chunk
+CHUNKED = ("alltoall", "reduce_scatter")
+
 SUPPORTED = (
     "allreduce",
+    "alltoall",
     "reduce_scatter",
     "allgather",
     "reduce",
@@ -134,16 +139,28 @@ def compressed_phase(option: Option | None) -> int | None:
     return next((k for k, p in enumerate(option.phases) if p.compressed), None)
 
 
-def payloads(options: list[Option | None], sent: list[list[list[int]]]) -> list[float | None]:
+def payloads(
+    options: list[Option | None],
+    sent: list[list[list[int]]],
+    group_sizes: dict[str, int] | None = None,
+) -> list[float | None]:
     """Each bucket's compressed payload in bytes, from the bytes of each phase that
     workers sent (`sent[rank][bucket][phase]`): the mean over the workers that sent one
     there (not those waiting out a rooted section); None where no payload travels or
-    none was sent (the simulator then takes the compressor's size model)."""
+    none was sent (the simulator then takes the compressor's size model). Ahead of an
+    alltoall a worker sends a payload per destination: one of them, on average (the
+    simulator's payload of one chunk), given the levels' `group_sizes`."""
     out: list[float | None] = []
     for b, option in enumerate(options):
         at = compressed_phase(option)
         got = [] if at is None else [rank[b][at] for rank in sent if rank[b][at]]
-        out.append(sum(got) / len(got) if got else None)
+        mean = sum(got) / len(got) if got else None
+        assert option is not None or at is None
+        if mean is not None and option is not None:
+            phase = option.phases[at]  # type: ignore[index]
+            if phase.collective == "alltoall":
+                mean /= (group_sizes or {}).get(phase.level, 1)
+        out.append(mean)
     return out
 
 
@@ -151,10 +168,14 @@ def check(option: Option, compressor: Compressor | None = None) -> None:
     """Raise `NotEmulated` unless every step of `option` (with `compressor`) can be
     executed here."""
     rounds = compressor.rounds if compressor is not None and option.compressed else 1
-    for s in option.steps:
-        if isinstance(s, Phase) and s.compressed and s.collective in ("reduce_scatter", "reduce"):
-            raise NotEmulated(f"option {option.name!r}: a compressed {s.collective} is not "
-                              "emulated yet")  # fmt: skip
+    for i, s in enumerate(option.steps):
+        before = option.steps[i - 1] if i else None
+        chunked = isinstance(s, Phase) and s.compressed and s.collective in CHUNKED
+        if chunked and not (isinstance(before, Op) and before.op == "c"):
+            raise NotEmulated(f"option {option.name!r}: {s.token} of forwarded payloads "
+                              "(not right after a compression) is not emulated yet")  # fmt: skip
+        if isinstance(s, Phase) and s.compressed and s.collective == "reduce":
+            raise NotEmulated(f"option {option.name!r}: a compressed reduce is not emulated yet")
         if isinstance(s, Phase) and s.compressed and rounds > 1 and s.collective != "allreduce":
             raise NotEmulated(
                 f"option {option.name!r}: {rounds} rounds per step through {s.token} (each "
@@ -232,9 +253,17 @@ def execute(
     waiting: list[str] = []  # levels of the rooted sections this worker is not the root of
     dense_len = n  # the length of the vector last compressed
     source: torch.Tensor | None = None  # the compensated gradient, for later rounds
-    slices = False  # `theirs` holds the shards of a divisible pair's second step, in order
-    prev: Phase | None = None
-    for s in option.steps:
+    chunks: list[Payload] | None = None  # after `c` before an alltoall: one per destination
+    chunked_len = 0  # the length of the vector cut into those chunks
+    # the payloads held came from chunks (`_chunk_compress`): how many, and this
+    # worker's; a chunk's payload decompresses under its own key (randomk's positions)
+    chunk_n: int | None = None
+    chunk_mine = 0
+    opened: list[str] = []  # levels of the divisible pairs whose second step is ahead
+    # per compressed second step (`theirs` then holds shards, not contributions): the
+    # number of shards and the length to cut their concatenation to, innermost first
+    slice_levels: list[tuple[int, int]] = []
+    for si, s in enumerate(option.steps):
         t0 = time.perf_counter()
         if isinstance(s, Op):
             if started and not deferred:
@@ -243,8 +272,16 @@ def execute(
                 t0 = time.perf_counter()
             if waiting:  # the root's work
                 continue
-            if s.op == "c":
+            ahead = next((t for t in option.steps[si + 1 :] if isinstance(t, Phase)), None)
+            if s.op == "c" and ahead is not None and ahead.collective in CHUNKED:
+                assert v is not None  # a payload per destination (ByteComp Table 3)
+                chunked_len = v.numel()
+                chunks = _chunk_compress(v.float(), groups.sizes[ahead.level], compressor,
+                                         memory, key, step)  # fmt: skip
+                v = None
+            elif s.op == "c":
                 assert v is not None
+                chunk_n = None
                 dense_len = v.numel()  # what a broadcast of the root's sum will hold
                 dense = v.float()
                 comp = memory.compensate(dense, key, step)
@@ -257,15 +294,26 @@ def execute(
                 # bucket until backward ends: bert-base's would hold 880 MB a worker)
                 v = None
                 del dense, comp
-            elif slices:  # each shard's payload decompressed, the shards put back in order
+            elif slice_levels:  # each shard's contributions summed, the shards put in order
                 assert theirs is not None
-                parts = [compressor.aggregate([p], key, step).reshape(-1) for p in theirs]
-                v = torch.cat(parts)[: sizes.pop()]
-                mine, theirs, slices = None, None, False
+                leaves = math.prod(shards for shards, _ in slice_levels)
+                k = len(theirs) // leaves
+                keys = [key if chunk_n is None else f"{key}:a2a{i % chunk_n}"
+                        for i in range(leaves)]  # fmt: skip
+                pieces = [
+                    compressor.aggregate(theirs[i * k : (i + 1) * k], keys[i], step).reshape(-1)
+                    for i in range(leaves)
+                ]
+                for shards, cut in slice_levels:
+                    pieces = [torch.cat(pieces[j : j + shards])[:cut]
+                              for j in range(0, len(pieces), shards)]  # fmt: skip
+                v = pieces[0]
+                mine, theirs, slice_levels = None, None, []
             else:
                 got = theirs if theirs is not None else [mine]
                 assert got[0] is not None
-                v = compressor.aggregate(got, key, step).reshape(-1)  # type: ignore[arg-type]
+                pkey = key if chunk_n is None else f"{key}:a2a{chunk_mine}"
+                v = compressor.aggregate(got, pkey, step).reshape(-1)  # type: ignore[arg-type]
                 mine = theirs = None
             if log is not None:  # a CPU operation on a core of the host, as simulated
                 kind = "compress" if s.op == "c" else "decompress"
@@ -276,9 +324,12 @@ def execute(
             started = True
             yield COMM
             t0 = time.perf_counter()
-        second = prev is not None and prev.level == s.level
-        second = second and SECOND_STEP.get(prev.collective) == s.collective  # type: ignore[union-attr]
-        prev = s
+        # a divisible pair's second step at this level (its first opened it)
+        second = s.collective in SECOND_STEP.values() and bool(opened) and opened[-1] == s.level
+        if second:
+            opened.pop()
+        elif s.collective in ("reduce_scatter", "alltoall"):
+            opened.append(s.level)
         group: Any = groups.group(s.level)
         size = groups.sizes[s.level]
         if s.collective in ("pushpull", "byteps") and groups.servers is None:
@@ -301,7 +352,17 @@ def execute(
             continue
         if s.collective in ("reduce", "gather") and size > 1 and root != groups.ranks["flat"]:
             waiting.append(s.level)  # after sending, wait for the root's broadcast
-        if s.compressed:
+        if s.compressed and s.collective in CHUNKED:
+            if chunks is None:
+                raise NotEmulated(f"option {option.name!r}: {s.token} of forwarded payloads")
+            sent = sum(p.wire_bytes for p in chunks)
+            theirs = _alltoall_payloads(chunks, group, groups, s.level)
+            chunk_n, chunk_mine = size, groups.ranks[s.level]
+            sizes.append(chunked_len)
+            chunks = mine = None
+            if s.collective == "reduce_scatter":  # additive payloads: their sum, one payload
+                mine, theirs = compressor.reduce(theirs), None
+        elif s.compressed:
             # what this worker holds: its payload, or the payloads a gather brought it
             held: list[Payload] = theirs if theirs is not None else [mine]  # type: ignore[list-item]
             assert held and held[0] is not None
@@ -318,6 +379,8 @@ def execute(
                 peers: list[Any] = [None] * size
                 dist.all_gather_object(peers, held, group=group)
                 theirs = [p for part in peers for p in part]
+                if second:  # forwarded shards: the peers' parts are different slices
+                    slice_levels.append((size, sizes.pop()))
             elif mine is None:
                 raise NotEmulated(f"option {option.name!r}: {s.token} after a gather")
             elif s.collective == "pushpull":  # the servers sum and recompress: one payload
@@ -326,7 +389,8 @@ def execute(
                 mine = None
             elif s.collective == "allgather":  # the peers' payloads: to sum, or shards
                 theirs = _allgather_payloads(mine, group, size)
-                slices = second
+                if second:
+                    slice_levels.append((size, sizes.pop()))
             elif s.collective == "allreduce":  # additive payloads sum, round by round
                 stream = stream_of(s.level, machines)
                 mine, sent = _allreduce_rounds(
@@ -435,6 +499,57 @@ def _reduce_scatter(v: torch.Tensor, group: object, size: int, rank: int) -> tor
     padded[: v.numel()] = v
     dist.all_reduce(padded, group=group)
     return padded[rank * shard : (rank + 1) * shard].clone()
+
+
+def _chunk_compress(
+    v: torch.Tensor, n: int, compressor: Compressor, memory: Memory, key: str, step: int
+) -> list[Payload]:
+    """`v` padded to n equal chunks (the shards an alltoall hands out), each compressed on
+    its own with its own error feedback (`key:a2a<j>`): a payload per destination, as
+    the simulator times an unsplittable compressor ahead of an alltoall."""
+    shard = -(-v.numel() // n)
+    padded = torch.zeros(shard * n, dtype=v.dtype)
+    padded[: v.numel()] = v
+    out = []
+    for j in range(n):
+        k = f"{key}:a2a{j}"
+        comp = memory.compensate(padded[j * shard : (j + 1) * shard].clone(), k, step)
+        payload = compressor.compress(comp, k, step)
+        memory.update(comp, k, step, compressor, payload)
+        out.append(payload)
+    return out
+
+
+def _alltoall_payloads(
+    chunks: list[Payload], group: Any, groups: Groups, level: str
+) -> list[Payload]:
+    """Chunk j to the group's rank j; back, every rank's chunk for this rank, in rank
+    order. The lengths first (data-dependent payloads differ in size), then each tensor
+    point to point, one peer pair at a time (rank + d sends while rank - d receives)."""
+    size, rank = groups.sizes[level], groups.ranks[level]
+    names = sorted(chunks[0].tensors)
+    lengths = torch.tensor([[c.tensors[k].numel() for k in names] for c in chunks])
+    every = [torch.empty_like(lengths) for _ in range(size)]
+    dist.all_gather(every, lengths, group=group)
+    own = chunks[rank]
+    got: list[Payload] = [own] * size
+    for d in range(1, size):
+        to, frm = (rank + d) % size, (rank - d) % size
+        works: list[Any] = []
+        recv = {}
+        for t, k in enumerate(names):
+            src = chunks[to].tensors[k].reshape(-1).contiguous()
+            buf = torch.empty(int(every[frm][rank][t]), dtype=src.dtype)
+            if src.numel():
+                works.append(dist.isend(src, groups.global_rank(level, to), group, tag=t))
+            if buf.numel():
+                works.append(dist.irecv(buf, groups.global_rank(level, frm), group, tag=t))
+            shape = own.tensors[k].shape
+            recv[k] = buf.reshape(shape) if buf.numel() == own.tensors[k].numel() else buf
+        for w in works:
+            w.wait()
+        got[frm] = Payload(recv, own.shape, own.dtype, info=dict(own.info))
+    return got
 
 
 def _allgather_payloads(mine: Payload, group: object, size: int) -> list[Payload]:

@@ -257,7 +257,7 @@ class Worker:
                 phase_bytes.append([out.phase_bytes for out in outs])
                 # the bytes on the wire as the simulator counts them (a ring allreduce's
                 # 2(n-1)/n of the vector...), for the payloads this step sent
-                sent = payloads(plan.options, phase_bytes[-1:])  # this worker's, this step
+                sent = payloads(plan.options, phase_bytes[-1:], self.groups.sizes)  # this step's
                 fed = simulate(profile, costs, plan, payloads=sent)
                 wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
                 for j in jobs:
@@ -459,7 +459,7 @@ class Worker:
         bucket's compressed payload as this worker sent it, and every collective's start
         and end agreed with its peers (the latest start, the slowest peer's end): the
         timestamps travel in a small allgather per collective."""
-        sizes = payloads(plan.options, [phase_bytes])
+        sizes = payloads(plan.options, [phase_bytes], self.groups.sizes)
 
         def sync(level: str, start: float, dur: float) -> tuple[float, float]:
             group, size = self.groups.group(level), self.groups.sizes[level]
