@@ -169,11 +169,15 @@ def check(option: Option, compressor: Compressor | None = None) -> None:
     executed here."""
     rounds = compressor.rounds if compressor is not None and option.compressed else 1
     for i, s in enumerate(option.steps):
-        before = option.steps[i - 1] if i else None
         chunked = isinstance(s, Phase) and s.compressed and s.collective in CHUNKED
-        if chunked and not (isinstance(before, Op) and before.op == "c"):
-            raise NotEmulated(f"option {option.name!r}: {s.token} of forwarded payloads "
-                              "(not right after a compression) is not emulated yet")  # fmt: skip
+        # the payloads it takes were chunked at the last compression (nothing but
+        # chunked phases and gathers in between)
+        after = next((t for t in reversed(option.steps[:i]) if not (
+            isinstance(t, Phase) and t.compressed and t.collective in (*CHUNKED, "gather")
+        )), None)  # fmt: skip
+        if chunked and not (isinstance(after, Op) and after.op == "c"):
+            raise NotEmulated(f"option {option.name!r}: {s.token} of payloads forwarded from "
+                              "an allgather is not emulated")  # fmt: skip
         if isinstance(s, Phase) and s.compressed and s.collective == "reduce":
             raise NotEmulated(f"option {option.name!r}: a compressed reduce is not emulated yet")
         if isinstance(s, Phase) and s.compressed and rounds > 1 and s.collective != "allreduce":
@@ -253,16 +257,19 @@ def execute(
     waiting: list[str] = []  # levels of the rooted sections this worker is not the root of
     dense_len = n  # the length of the vector last compressed
     source: torch.Tensor | None = None  # the compensated gradient, for later rounds
-    chunks: list[Payload] | None = None  # after `c` before an alltoall: one per destination
-    chunked_len = 0  # the length of the vector cut into those chunks
-    # the payloads held came from chunks (`_chunk_compress`): how many, and this
-    # worker's; a chunk's payload decompresses under its own key (randomk's positions)
-    chunk_n: int | None = None
-    chunk_mine = 0
+    # After `c` ahead of alltoalls or reduce-scatters of payloads (`CHUNKED`): the vector
+    # cut into a chunk per destination of each (`_chunk_compress`, the first level's
+    # index major); `bundle` holds, per chunk not yet delivered, its contributions
+    bundle: list[list[Payload]] | None = None
+    chunk_cuts: list[int] = []  # the dense lengths each chunked level's pair trims to
+    # the chunked levels done (level, group size, this worker's index): a chunk's
+    # payload decompresses under its own key (randomk's positions)
+    chunk_levels: list[tuple[str, int, int]] = []
     opened: list[str] = []  # levels of the divisible pairs whose second step is ahead
-    # per compressed second step (`theirs` then holds shards, not contributions): the
-    # number of shards and the length to cut their concatenation to, innermost first
-    slice_levels: list[tuple[int, int]] = []
+    # per compressed second step (`theirs` then holds shards, not contributions): its
+    # level, the number of shards and the length to cut their concatenation to,
+    # innermost first
+    slice_levels: list[tuple[str, int, int]] = []
     for si, s in enumerate(option.steps):
         t0 = time.perf_counter()
         if isinstance(s, Op):
@@ -272,16 +279,21 @@ def execute(
                 t0 = time.perf_counter()
             if waiting:  # the root's work
                 continue
-            ahead = next((t for t in option.steps[si + 1 :] if isinstance(t, Phase)), None)
-            if s.op == "c" and ahead is not None and ahead.collective in CHUNKED:
+            ahead = _chunked_ahead(option, si)
+            if s.op == "c" and ahead:
                 assert v is not None  # a payload per destination (ByteComp Table 3)
-                chunked_len = v.numel()
-                chunks = _chunk_compress(v.float(), groups.sizes[ahead.level], compressor,
-                                         memory, key, step)  # fmt: skip
+                counts = [groups.sizes[level] for level in ahead]
+                chunk_cuts = [v.numel()] + [
+                    -(-v.numel() // math.prod(counts)) * math.prod(counts[i:])
+                    for i in range(1, len(counts))
+                ]  # the first pair trims the padding, the others' pieces fit exactly
+                payloads_ = _chunk_compress(v.float(), math.prod(counts), compressor, memory,
+                                            key, step)  # fmt: skip
+                bundle, chunk_levels = [[p] for p in payloads_], []
                 v = None
             elif s.op == "c":
                 assert v is not None
-                chunk_n = None
+                chunk_levels = []
                 dense_len = v.numel()  # what a broadcast of the root's sum will hold
                 dense = v.float()
                 comp = memory.compensate(dense, key, step)
@@ -296,15 +308,14 @@ def execute(
                 del dense, comp
             elif slice_levels:  # each shard's contributions summed, the shards put in order
                 assert theirs is not None
-                leaves = math.prod(shards for shards, _ in slice_levels)
+                leaves = math.prod(shards for _, shards, _ in slice_levels)
                 k = len(theirs) // leaves
-                keys = [key if chunk_n is None else f"{key}:a2a{i % chunk_n}"
-                        for i in range(leaves)]  # fmt: skip
+                keys = _chunk_keys(key, chunk_levels, {lv for lv, _, _ in slice_levels}, leaves)
                 pieces = [
                     compressor.aggregate(theirs[i * k : (i + 1) * k], keys[i], step).reshape(-1)
                     for i in range(leaves)
                 ]
-                for shards, cut in slice_levels:
+                for _, shards, cut in slice_levels:
                     pieces = [torch.cat(pieces[j : j + shards])[:cut]
                               for j in range(0, len(pieces), shards)]  # fmt: skip
                 v = pieces[0]
@@ -312,7 +323,7 @@ def execute(
             else:
                 got = theirs if theirs is not None else [mine]
                 assert got[0] is not None
-                pkey = key if chunk_n is None else f"{key}:a2a{chunk_mine}"
+                pkey = _chunk_keys(key, chunk_levels, set(), 1)[0]
                 v = compressor.aggregate(got, pkey, step).reshape(-1)  # type: ignore[arg-type]
                 mine = theirs = None
             if log is not None:  # a CPU operation on a core of the host, as simulated
@@ -339,10 +350,11 @@ def execute(
             sent = 0
             if s.collective == "broadcast" and s.level == waiting[-1]:
                 waiting.pop()
-                if s.compressed:  # the payloads the root holds
-                    received: list[Any] = [None]
+                if s.compressed:  # the payloads the root holds, and what they are
+                    received: list[Any] = [None, None, None]
                     dist.broadcast_object_list(received, src=root, group=group)
-                    theirs, mine = received[0], None
+                    theirs, slice_levels, chunk_levels = received
+                    mine = None
                 else:  # into this worker's own vector, or the size it compressed
                     if v is None:
                         v = torch.empty(dense_len, dtype=torch.float32)
@@ -353,15 +365,28 @@ def execute(
         if s.collective in ("reduce", "gather") and size > 1 and root != groups.ranks["flat"]:
             waiting.append(s.level)  # after sending, wait for the root's broadcast
         if s.compressed and s.collective in CHUNKED:
-            if chunks is None:
-                raise NotEmulated(f"option {option.name!r}: {s.token} of forwarded payloads")
-            sent = sum(p.wire_bytes for p in chunks)
-            theirs = _alltoall_payloads(chunks, group, groups, s.level)
-            chunk_n, chunk_mine = size, groups.ranks[s.level]
-            sizes.append(chunked_len)
-            chunks = mine = None
-            if s.collective == "reduce_scatter":  # additive payloads: their sum, one payload
-                mine, theirs = compressor.reduce(theirs), None
+            assert bundle is not None  # `check` refuses a chunked phase not after `c`
+            sent = sum(p.wire_bytes for entry in bundle for p in entry)
+            per = len(bundle) // size  # the chunks for each destination
+            outgoing = [bundle[j * per : (j + 1) * per] for j in range(size)]
+            incoming = _alltoall_payloads(outgoing, group, groups, s.level)
+            # per chunk left, every peer's contributions (peer-major), or their sum
+            bundle = [[p for peer in incoming for p in peer[r]] for r in range(per)]
+            if s.collective == "reduce_scatter":  # additive payloads
+                bundle = [[compressor.reduce(entry)] for entry in bundle]
+            chunk_levels.append((s.level, size, groups.ranks[s.level]))
+            sizes.append(chunk_cuts[len(chunk_levels) - 1])
+            mine = theirs = None
+            if per == 1:  # every chunked level done: this worker's chunk's contributions
+                theirs, bundle = bundle[0], None
+                if len(theirs) == 1:  # summed already (a reduce-scatter): one payload
+                    mine, theirs = theirs[0], None
+        elif s.compressed and s.collective == "gather" and bundle is not None:
+            sent = sum(p.wire_bytes for entry in bundle for p in entry)  # chunks, handed on
+            parts: list[Any] | None = [None] * size if not waiting else None
+            dist.gather_object(bundle, parts, dst=root, group=group)
+            if parts is not None:  # the root: each chunk's contributions, worker-major
+                bundle = [[p for w in parts for p in w[r]] for r in range(len(bundle))]
         elif s.compressed:
             # what this worker holds: its payload, or the payloads a gather brought it
             held: list[Payload] = theirs if theirs is not None else [mine]  # type: ignore[list-item]
@@ -373,14 +398,15 @@ def execute(
                 theirs = [p for part in every for p in part] if every is not None else None
                 mine = None
             elif s.collective == "broadcast":  # the root's payloads to every worker
-                dist.broadcast_object_list([held], src=root, group=group)
+                state = [held, slice_levels, chunk_levels]  # shards? chunks of which keys?
+                dist.broadcast_object_list(state, src=root, group=group)
                 theirs, mine = held, None
             elif s.collective == "allgather" and mine is None:  # payloads a gather brought
                 peers: list[Any] = [None] * size
                 dist.all_gather_object(peers, held, group=group)
                 theirs = [p for part in peers for p in part]
                 if second:  # forwarded shards: the peers' parts are different slices
-                    slice_levels.append((size, sizes.pop()))
+                    slice_levels.append((s.level, size, sizes.pop()))
             elif mine is None:
                 raise NotEmulated(f"option {option.name!r}: {s.token} after a gather")
             elif s.collective == "pushpull":  # the servers sum and recompress: one payload
@@ -390,7 +416,7 @@ def execute(
             elif s.collective == "allgather":  # the peers' payloads: to sum, or shards
                 theirs = _allgather_payloads(mine, group, size)
                 if second:
-                    slice_levels.append((size, sizes.pop()))
+                    slice_levels.append((s.level, size, sizes.pop()))
             elif s.collective == "allreduce":  # additive payloads sum, round by round
                 stream = stream_of(s.level, machines)
                 mine, sent = _allreduce_rounds(
@@ -501,6 +527,36 @@ def _reduce_scatter(v: torch.Tensor, group: object, size: int, rank: int) -> tor
     return padded[rank * shard : (rank + 1) * shard].clone()
 
 
+def _chunked_ahead(option: Option, at: int) -> list[str]:
+    """The levels of the compressed alltoalls and reduce-scatters right after step `at`
+    (a `c`) up to the next operation, in order: the destinations a chunk is compressed
+    for, as the simulator counts them."""
+    out: list[str] = []
+    for t in option.steps[at + 1 :]:
+        if isinstance(t, Op):
+            break
+        if t.collective in CHUNKED:  # past a gather too: its root hands the chunks on
+            out.append(t.level)
+    return out
+
+
+def _chunk_keys(
+    key: str, levels: list[tuple[str, int, int]], sliced: set[str], leaves: int
+) -> list[str]:
+    """The keys the held payloads were compressed under, per leaf: `key` where they were
+    not chunked; else chunk `key:a2a<j>`, j this worker's index over the chunked levels
+    not sliced (major) and the leaf's index over the sliced ones (minor; a leaf's index
+    over sliced levels that were never chunked is dropped)."""
+    if not levels:
+        return [key] * leaves
+    inner = math.prod(n for level, n, _ in levels if level in sliced)
+    prefix = 0
+    for level, n, mine in levels:
+        if level not in sliced:
+            prefix = prefix * n + mine
+    return [f"{key}:a2a{prefix * inner + i % inner}" for i in range(leaves)]
+
+
 def _chunk_compress(
     v: torch.Tensor, n: int, compressor: Compressor, memory: Memory, key: str, step: int
 ) -> list[Payload]:
@@ -521,35 +577,49 @@ def _chunk_compress(
 
 
 def _alltoall_payloads(
-    chunks: list[Payload], group: Any, groups: Groups, level: str
-) -> list[Payload]:
-    """Chunk j to the group's rank j; back, every rank's chunk for this rank, in rank
-    order. The lengths first (data-dependent payloads differ in size), then each tensor
-    point to point, one peer pair at a time (rank + d sends while rank - d receives)."""
+    outgoing: list[list[list[Payload]]], group: Any, groups: Groups, level: str
+) -> list[list[list[Payload]]]:
+    """`outgoing[j]` (chunks, each a list of payloads, alike in count on every worker) to
+    the group's rank j; back, what every rank sent this one, in rank order. The lengths
+    first (data-dependent payloads differ in size), then each tensor point to point, one
+    peer pair at a time (rank + d sends while rank - d receives)."""
     size, rank = groups.sizes[level], groups.ranks[level]
-    names = sorted(chunks[0].tensors)
-    lengths = torch.tensor([[c.tensors[k].numel() for k in names] for c in chunks])
+    flat = [[p for chunk in out for p in chunk] for out in outgoing]
+    shape = [len(chunk) for chunk in outgoing[rank]]
+    own = flat[rank]
+    names = sorted(own[0].tensors)
+    lengths = torch.tensor([[[p.tensors[k].numel() for k in names] for p in f] for f in flat])
     every = [torch.empty_like(lengths) for _ in range(size)]
     dist.all_gather(every, lengths, group=group)
-    own = chunks[rank]
-    got: list[Payload] = [own] * size
+    got: list[list[Payload]] = [own] * size
     for d in range(1, size):
         to, frm = (rank + d) % size, (rank - d) % size
         works: list[Any] = []
-        recv = {}
-        for t, k in enumerate(names):
-            src = chunks[to].tensors[k].reshape(-1).contiguous()
-            buf = torch.empty(int(every[frm][rank][t]), dtype=src.dtype)
-            if src.numel():
-                works.append(dist.isend(src, groups.global_rank(level, to), group, tag=t))
-            if buf.numel():
-                works.append(dist.irecv(buf, groups.global_rank(level, frm), group, tag=t))
-            shape = own.tensors[k].shape
-            recv[k] = buf.reshape(shape) if buf.numel() == own.tensors[k].numel() else buf
+        received = []
+        for q, mine in enumerate(own):
+            recv = {}
+            for t, k in enumerate(names):
+                tag = q * len(names) + t
+                src = flat[to][q].tensors[k].reshape(-1).contiguous()
+                buf = torch.empty(int(every[frm][rank][q][t]), dtype=src.dtype)
+                if src.numel():
+                    works.append(dist.isend(src, groups.global_rank(level, to), group, tag=tag))
+                if buf.numel():
+                    works.append(dist.irecv(buf, groups.global_rank(level, frm), group, tag=tag))
+                like = mine.tensors[k]
+                recv[k] = buf.reshape(like.shape) if buf.numel() == like.numel() else buf
+            received.append(Payload(recv, mine.shape, mine.dtype, info=dict(mine.info)))
         for w in works:
             w.wait()
-        got[frm] = Payload(recv, own.shape, own.dtype, info=dict(own.info))
-    return got
+        got[frm] = received
+    out = []
+    for peer in got:  # back into chunks
+        chunks, at = [], 0
+        for n in shape:
+            chunks.append(peer[at : at + n])
+            at += n
+        out.append(chunks)
+    return out
 
 
 def _allgather_payloads(mine: Payload, group: object, size: int) -> list[Payload]:
