@@ -24,8 +24,7 @@ runner's task (`runner.cell.execute_cell`, through `emulated`).
 (`backward.Backward`): the gradients are its gradients, and compute takes as long as it
 took (on a virtual clock, each worker's timeline uses the times its step 0 measured).
 
-Not yet (issue #14, left for later): the phases `execute.NotEmulated` names, actor reuse
-across cells, NCCL on GPU clusters.
+Not yet (issue #14, left for later): actor reuse across cells, NCCL on GPU clusters.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One bucket's option executed for real (issue #14): the phase program of
 `sim.options.Option` run on this worker's gradient with the real compressor, the real
-collectives of `torch.distributed` (gloo here, NCCL where there are GPUs) and the real
-push/pull to summation-server actors through Ray (`server.Servers`).
+collectives of `torch.distributed` (gloo, on CPU tensors; NCCL is not wired yet) and
+the real push/pull to summation-server actors through Ray (`server.Servers`).
 
 The state walks the option's steps as the simulator's lowering does (`sim.iteration`):
 a dense fp32 (or fp16) vector, or after `c` this worker's payload, or after a compressed
@@ -12,10 +12,13 @@ the workers of this machine, `inter` the workers with this local rank on every m
 servers). `byteps` sends BytePS's share through the servers and allreduces the rest.
 
 The bytes each phase moves are counted from the payloads: the bytes one worker puts into
-the collective or pushes (its dense slice, or its payload's `wire_bytes`). Phases this
-slice does not execute yet (alltoall, gather, reduce, broadcast, CPU placement) raise
-`NotEmulated` naming the option. `execute` runs an option in parts, for the wall clock's
-threads; `run_option` runs it whole.
+the collective or pushes (its dense slice, or its payloads' `wire_bytes`). Every option
+of ByteComp's space runs: rooted sections (reduce or gather to a root, its work, the
+broadcast), CPU compression, several rounds of a compressor (PowerSGD), alltoalls and
+reduce-scatters of payloads (a chunk per destination, compressed on its own), and
+compressed second steps (shards put back in order); what lies outside it raises
+`NotEmulated` naming the option. `execute` runs an option in parts, for the wall
+clock's threads; `run_option` runs it whole.
 """
 
 from __future__ import annotations
@@ -279,7 +282,7 @@ def execute(
                 t0 = time.perf_counter()
             if waiting:  # the root's work
                 continue
-            ahead = _chunked_ahead(option, si)
+            ahead = _chunked_ahead(option, si) if s.op == "c" else []
             if s.op == "c" and ahead:
                 assert v is not None  # a payload per destination (ByteComp Table 3)
                 counts = [groups.sizes[level] for level in ahead]
@@ -535,7 +538,7 @@ def _chunked_ahead(option: Option, at: int) -> list[str]:
     for t in option.steps[at + 1 :]:
         if isinstance(t, Op):
             break
-        if t.collective in CHUNKED:  # past a gather too: its root hands the chunks on
+        if t.compressed and t.collective in CHUNKED:  # past a gather too: its root hands on
             out.append(t.level)
     return out
 
