@@ -535,7 +535,8 @@ def test_the_wall_clock_times_the_real_iteration_with_compute_waited_out(ray_loc
     m = ew.metrics
     assert compute > 0.03 and len(plan.buckets) > 1
     assert compute <= m["iteration_s"] < compute + 2.0
-    assert m["compute_s"] == pytest.approx(compute, rel=0.05)
+    # waited out, never shorter; a busy host's sleeps overshoot (7% once in CI)
+    assert compute * 0.99 <= m["compute_s"] < compute * 1.5
     assert m["wire_bytes"] == ev.metrics["wire_bytes"]  # counted as the simulator counts
     assert m["comm_total_s"] > 0 and m["throughput"] > 0
     assert ew.step_wall_s[-1] >= compute
