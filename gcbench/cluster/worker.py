@@ -293,7 +293,7 @@ class Worker:
                 fid.total(total[b], mine[b])
         if cell.clock == "wall":
             iteration_s, metrics, jobs = walls[-1]
-        else:  # step 0's compute as measured; a periodic strategy's mean over its period
+        else:  # each step's compute as measured; a periodic strategy's mean over its period
             clocks = [
                 self.clock(measured[k] if measured else profile, p.plan, p.costs, phase_bytes[k])
                 for k, p in enumerate(period)
