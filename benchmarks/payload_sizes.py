@@ -15,7 +15,14 @@ of `--batch` samples, cross-entropy against random labels, weights at initialisa
 Then the synthetic sizes at step `--ef-steps` with residual error feedback (what the
 model does not cover: it is step 0's), and the model over the compressor's data-free
 `wire_bytes` (for 3LC its upper bound, which the simulator used before). Also prints the
-share of |g| at or above each threshold tried. One process, no Ray.
+share of |g| at or above each threshold tried.
+
+Last, the next step for threshold on real gradients, out of sample: each tensor's scale
+fitted on worker 0's step-0 real gradients (the median |g| over the median of |T| for
+Student-t(3), or the RMS over √3; against the law's 1/sqrt(numel)), and the values
+threshold keeps at each of `--thresholds` predicted with the law's tail for worker 1's
+step-1 gradients (other input and labels), over those counted. The simulator does not
+use fitted scales yet. One process, no Ray.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ def main() -> None:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--ef-steps", type=int, default=5)
+    parser.add_argument("--thresholds", default="0.001,0.0001,0.01")
     parser.add_argument(
         "--compressors", default="threelc,threelc:sparsity=1.5,dgc,threshold:threshold=0.001"
     )
@@ -95,6 +103,38 @@ def main() -> None:
     for t in (1e-3, 1e-4):
         print(f"share of |g| >= {t:g}: synthetic {float((synthetic >= t).float().mean()):.3f}, "
               f"real {float((real >= t).float().mean()):.3f}")  # fmt: skip
+    fitted_scales(profile, cell.seed, grads, [float(t) for t in args.thresholds.split(",")])
+
+
+def fitted_scales(profile: object, seed: int, fit: list, thresholds: list[float]) -> None:
+    """Threshold's kept values on worker 1's step 1, predicted with each tensor's scale
+    fitted on `fit` (worker 0's step 0), over those counted."""
+    import math
+
+    import numpy as np
+
+    from gcbench.cluster.backward import Backward
+    from gcbench.compress.law import _tail_inverse, scale, tail
+
+    test, _, _ = Backward(profile, seed).step(1, 1)
+    median_t3 = float(_tail_inverse(np.array([0.5]))[0])
+    fitted = {
+        "median": [float(g.abs().float().median()) / median_t3 if g.numel() else 1.0 for g in fit],
+        "rms": [float(g.float().square().mean().sqrt()) / math.sqrt(3) if g.numel() else 1.0
+                for g in fit],  # fmt: skip
+        "1/sqrt(numel)": [scale(g.numel()) for g in fit],
+    }
+    print("threshold's kept values on worker 1's step 1, predicted / counted, each tensor's "
+          "scale fitted on worker 0's step 0")  # fmt: skip
+    print(f"{'scale fitted by':15s} " + " ".join(f"{f'τ={t:g}':>10s}" for t in thresholds))
+    for how, scales in fitted.items():
+        row = []
+        for t in thresholds:
+            predicted = sum(g.numel() * float(tail(t / max(s, 1e-30)))
+                            for g, s in zip(test, scales, strict=True))  # fmt: skip
+            counted = sum(int((g.abs() >= t).sum()) for g in test)
+            row.append(f"{predicted / max(counted, 1):10.3f}")
+        print(f"{how:15s} " + " ".join(row))
 
 
 if __name__ == "__main__":
