@@ -107,13 +107,15 @@ def fed_simulation(cell: Cell, e: Emulation) -> float:
     virtual clock with for data-dependent compressors (the clock also takes, per
     collective, the slowest worker's). A periodic strategy's mean over its period, its
     first step fed (the sizes `Emulation` keeps) and the others on the size model."""
+    from gcbench.compress import create
     from gcbench.sim.costs import period_mean
     from gcbench.sim.iteration import simulate
 
     profile, period = period_of(cell)
     cl = cell.cluster
     levels = {"flat": cl.gpus, "intra": cl.gpus_per_machine, "inter": cl.machines}
-    sizes = payloads(period[0].plan.options, e.phase_bytes, levels)
+    splittable = create(cell.compressor.kind, **cell.compressor.params()).splittable
+    sizes = payloads(period[0].plan.options, e.phase_bytes, levels, splittable)
     runs = [
         simulate(profile, p.costs, p.plan, keep_jobs=False, payloads=None if k else sizes)
         for k, p in enumerate(period)

@@ -146,23 +146,24 @@ def payloads(
     options: list[Option | None],
     sent: list[list[list[int]]],
     group_sizes: dict[str, int] | None = None,
+    splittable: bool = False,
 ) -> list[float | None]:
     """Each bucket's compressed payload in bytes, from the bytes of each phase that
     workers sent (`sent[rank][bucket][phase]`): the mean over the workers that sent one
     there (not those waiting out a rooted section); None where no payload travels or
-    none was sent (the simulator then takes the compressor's size model). Ahead of an
-    alltoall a worker sends a payload per destination: one of them, on average (the
-    simulator's payload of one chunk), given the levels' `group_sizes`."""
+    none was sent (the simulator then takes the compressor's size model). Ahead of
+    alltoalls a worker sends a payload per destination of them all: one of them, on
+    average, where the simulator charges per chunk (an unsplittable compressor), given
+    the levels' `group_sizes`."""
     out: list[float | None] = []
     for b, option in enumerate(options):
         at = compressed_phase(option)
         got = [] if at is None else [rank[b][at] for rank in sent if rank[b][at]]
         mean = sum(got) / len(got) if got else None
-        assert option is not None or at is None
-        if mean is not None and option is not None:
-            phase = option.phases[at]  # type: ignore[index]
-            if phase.collective == "alltoall":
-                mean /= (group_sizes or {}).get(phase.level, 1)
+        if mean is not None and option is not None and not splittable:
+            first = next(i for i, t in enumerate(option.steps) if isinstance(t, Op))
+            levels = _chunked_ahead(option, first, ("alltoall",))
+            mean /= math.prod((group_sizes or {}).get(lv, 1) for lv in levels)
         out.append(mean)
     return out
 
@@ -530,15 +531,17 @@ def _reduce_scatter(v: torch.Tensor, group: object, size: int, rank: int) -> tor
     return padded[rank * shard : (rank + 1) * shard].clone()
 
 
-def _chunked_ahead(option: Option, at: int) -> list[str]:
-    """The levels of the compressed alltoalls and reduce-scatters right after step `at`
-    (a `c`) up to the next operation, in order: the destinations a chunk is compressed
-    for, as the simulator counts them."""
+def _chunked_ahead(
+    option: Option, at: int, collectives: tuple[str, ...] = CHUNKED
+) -> list[str]:
+    """The levels of the compressed phases of `collectives` after step `at` (a `c`) up to
+    the next operation, in order: the destinations a chunk is compressed for (the
+    simulator counts the alltoalls alone)."""
     out: list[str] = []
     for t in option.steps[at + 1 :]:
         if isinstance(t, Op):
             break
-        if t.compressed and t.collective in CHUNKED:  # past a gather too: its root hands on
+        if t.compressed and t.collective in collectives:  # past a gather: its root hands on
             out.append(t.level)
     return out
 

@@ -257,7 +257,7 @@ class Worker:
                 phase_bytes.append([out.phase_bytes for out in outs])
                 # the bytes on the wire as the simulator counts them (a ring allreduce's
                 # 2(n-1)/n of the vector...), for the payloads this step sent
-                sent = payloads(plan.options, phase_bytes[-1:], self.groups.sizes)  # this step's
+                sent = payloads(plan.options, phase_bytes[-1:], self.groups.sizes, comp.splittable)
                 fed = simulate(profile, costs, plan, payloads=sent)
                 wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
                 for j in jobs:
@@ -295,7 +295,8 @@ class Worker:
             iteration_s, metrics, jobs = walls[-1]
         else:  # each step's compute as measured; a periodic strategy's mean over its period
             clocks = [
-                self.clock(measured[k] if measured else profile, p.plan, p.costs, phase_bytes[k])
+                self.clock(measured[k] if measured else profile, p.plan, p.costs, phase_bytes[k],
+                           comp.splittable)  # fmt: skip
                 for k, p in enumerate(period)
             ]
             jobs = clocks[0][2]
@@ -453,13 +454,19 @@ class Worker:
             out.aggregate = torch.empty(0)
 
     def clock(
-        self, profile: Any, plan: Plan, costs: Any, phase_bytes: list[list[int]]
+        self,
+        profile: Any,
+        plan: Plan,
+        costs: Any,
+        phase_bytes: list[list[int]],
+        splittable: bool = False,
     ) -> tuple[float, dict[str, Any], list[Job]]:
         """The virtual clock (issue #14): the simulator's timeline of this worker, each
-        bucket's compressed payload as this worker sent it, and every collective's start
+        bucket's compressed payload as this worker sent it (`splittable`: the
+        compressor's, for `execute.payloads`), and every collective's start
         and end agreed with its peers (the latest start, the slowest peer's end): the
         timestamps travel in a small allgather per collective."""
-        sizes = payloads(plan.options, [phase_bytes], self.groups.sizes)
+        sizes = payloads(plan.options, [phase_bytes], self.groups.sizes, splittable)
 
         def sync(level: str, start: float, dur: float) -> tuple[float, float]:
             group, size = self.groups.group(level), self.groups.sizes[level]
