@@ -82,7 +82,7 @@ def threelc_bytes(numels: tuple[int, ...], sparsity: float = 1.0) -> float:
     (`_mean_pieces`): there the runs at the ends are a large share of the stream."""
     sizes, counts = np.unique(np.maximum(np.asarray(numels, dtype=np.int64), 1), return_counts=True)
     n = np.asarray(sizes * counts, dtype=np.float64)  # values of each distinct size
-    sigma = 1.0 / np.sqrt(sizes.astype(np.float64))
+    sigma = np.array([scale(int(k)) for k in sizes])  # each distinct size's scale
     groups = -(-int(n.sum()) // 5)
     log_u = np.log((np.arange(QUANTILES) + 0.5) / QUANTILES)
     peak = _peak(n, sigma, log_u)  # (QUANTILES,), in the gradients' units
