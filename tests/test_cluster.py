@@ -108,7 +108,8 @@ def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(
 ):
     """3LC's and threshold's payloads depend on the values: the virtual clock (each
     collective as long as its slowest worker's) within 5% of the simulator fed with the
-    mean emulated sizes; the sizes below the compressor's declared bound; and the
+    mean emulated sizes, and rank 0's clock timing the bytes it sent; the sizes below
+    the compressor's declared bound; and the
     expected-size model the simulator plans with (`compress.law`, derived, not fitted)
     within 10% of the sizes the workers sent, so the unfed simulator within 5% too."""
     from gcbench.cluster.emulate import fed_simulation
@@ -117,6 +118,9 @@ def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(
     c = cell("allgather", compressor)
     e = emulate_cell(c, steps=1)
     assert e.iteration_s == pytest.approx(fed_simulation(c, e), rel=0.05)
+    # rank 0's clock times its own payloads (each sent to 3 peers), not the size model's
+    mine = sum(bucket[0] for bucket in e.phase_bytes[0])
+    assert e.metrics["wire_bytes"] == pytest.approx(3 * mine, abs=len(e.phase_bytes[0]))
     profile, plan, _ = plan_of(c)
     comp = create(c.compressor.kind, **c.compressor.params())
     sent = expected = 0.0

@@ -601,8 +601,9 @@ def _simulate(
         if n == 1 or opt is None:
             continue
         measured = None if payloads is None else payloads[b]
-        if measured is not None:  # this bucket's payload as it was on the wire
-            x.c = replace(costs, payload_bytes=_constant(measured))
+        if measured is not None:  # this bucket's payload as it was on the wire, in
+            # place of the size model's (3LC's and threshold's expected bytes too)
+            x.c = replace(costs, payload_bytes=_constant(measured), bucket_bytes=None)
         steps, cut = _lower(opt, bucket, b, x, None if sizes is None else sizes[b])
         x.c = costs
         job = last
