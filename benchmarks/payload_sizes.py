@@ -11,18 +11,15 @@ model on the gradient law, `compress.law`, which the simulator plans with; deriv
 the law, not fitted to anything printed here), for the synthetic heavy-tailed gradients
 (`cluster.gradients`: the law's Student-t(3), scaled per tensor) and for the real
 gradients of the zoo model (`cluster.backward`: its forward and backward on random input
-of `--batch` samples, cross-entropy against random labels, weights at initialisation).
+of `--batch` samples, cross-entropy against random labels, weights at initialisation):
+`real/law` against the model at the law's scales (what a `compute_time: profile` cell
+plans with), `real/fitted` against the model at each tensor's scale fitted on another
+input's backward pass (`cluster.backward.fitted_scales`, rank -1: what a `compute_time:
+measured` cell plans with; out of sample, rank 0's gradients are not seen by the fit).
 Then the synthetic sizes at step `--ef-steps` with residual error feedback (what the
 model does not cover: it is step 0's), and the model over the compressor's data-free
 `wire_bytes` (for 3LC its upper bound, which the simulator used before). Also prints the
-share of |g| at or above each threshold tried.
-
-Last, the next step for threshold on real gradients, out of sample: each tensor's scale
-fitted on worker 0's step-0 real gradients (the median |g| over the median of |T| for
-Student-t(3), or the RMS over √3; against the law's 1/sqrt(numel)), and the values
-threshold keeps at each of `--thresholds` predicted with the law's tail for worker 1's
-step-1 gradients (other input and labels), over those counted. The simulator does not
-use fitted scales yet. One process, no Ray.
+share of |g| at or above each threshold tried. One process, no Ray.
 """
 
 from __future__ import annotations
@@ -36,15 +33,15 @@ def main() -> None:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--ef-steps", type=int, default=5)
-    parser.add_argument("--thresholds", default="0.001,0.0001,0.01")
     parser.add_argument(
-        "--compressors", default="threelc,threelc:sparsity=1.5,dgc,threshold:threshold=0.001"
+        "--compressors",
+        default="threelc,threelc:sparsity=1.5,dgc,threshold:threshold=0.001,threshold:threshold=0.0001",
     )
     args = parser.parse_args()
 
     import torch
 
-    from gcbench.cluster.backward import Backward
+    from gcbench.cluster.backward import Backward, fitted_scales
     from gcbench.cluster.emulate import plan_of
     from gcbench.cluster.gradients import bucket_gradient
     from gcbench.compress import create
@@ -72,69 +69,44 @@ def main() -> None:
         "real": lambda b, bucket: torch.cat([grads[i] for i in bucket]),
     }
     ef = args.ef_steps
-    print(f"{'compressor':28s} {'synthetic/model':>15s} {'real/model':>10s} "
+    t0 = time.perf_counter()
+    scales = fitted_scales(profile, cell.seed)
+    print(f"scales fitted on another input's backward pass in {time.perf_counter() - t0:.1f} s")
+    print(f"{'compressor':28s} {'synthetic/model':>15s} {'real/law':>9s} {'real/fitted':>11s} "
           f"{f'EF step {ef}/model':>16s} {'model/wire_bytes':>16s}")  # fmt: skip
     for spec in args.compressors.split(","):
         kind, _, rest = spec.partition(":")
         params = {k: float(v) for k, v in (p.split("=") for p in rest.split(";") if p)}
         comp = create(kind, **params)
         model = sum(comp.expected_bytes([numels[i] for i in k]) for k in plan.buckets)
+        fitted = sum(
+            comp.expected_bytes([numels[i] for i in k], [scales[i] for i in k])
+            for k in plan.buckets
+        )
         bound = sum(comp.wire_bytes(sum(numels[i] for i in k), 0) for k in plan.buckets)
-        ratios = []
+        sent = []
         for get in sources.values():
             comp = create(kind, **params)
-            sent = sum(
+            sent.append(sum(
                 comp.compress(get(b, k), f"bucket{b}", 0).wire_bytes
                 for b, k in enumerate(plan.buckets)
-            )
-            ratios.append(sent / model)
+            ))  # fmt: skip
+        ratios = [sent[0] / model, sent[1] / model, sent[1] / fitted]
         comp, memory = create(kind, **params), ResidualMemory()
         for step in range(ef + 1):  # rank 0's synthetic gradients with error feedback
-            sent = 0
+            ef_sent = 0
             for b, k in enumerate(plan.buckets):
                 g = memory.compensate(bucket_gradient(cell.seed, 0, step, k, numels), f"{b}", step)
                 payload = comp.compress(g, f"{b}", step)
                 memory.update(g, f"{b}", step, comp, payload)
-                sent += payload.wire_bytes
-        print(f"{spec:28s} {ratios[0]:15.3f} {ratios[1]:10.3f} {sent / model:16.3f} "
-              f"{model / bound:16.4f}")  # fmt: skip
+                ef_sent += payload.wire_bytes
+        print(f"{spec:28s} {ratios[0]:15.3f} {ratios[1]:9.3f} {ratios[2]:11.3f} "
+              f"{ef_sent / model:16.3f} {model / bound:16.4f}")  # fmt: skip
     real = torch.cat(grads).abs()
     synthetic = torch.cat([sources["synthetic"](b, k) for b, k in enumerate(plan.buckets)]).abs()
     for t in (1e-3, 1e-4):
         print(f"share of |g| >= {t:g}: synthetic {float((synthetic >= t).float().mean()):.3f}, "
               f"real {float((real >= t).float().mean()):.3f}")  # fmt: skip
-    fitted_scales(profile, cell.seed, grads, [float(t) for t in args.thresholds.split(",")])
-
-
-def fitted_scales(profile: object, seed: int, fit: list, thresholds: list[float]) -> None:
-    """Threshold's kept values on worker 1's step 1, predicted with each tensor's scale
-    fitted on `fit` (worker 0's step 0), over those counted."""
-    import math
-
-    import numpy as np
-
-    from gcbench.cluster.backward import Backward
-    from gcbench.compress.law import _tail_inverse, scale, tail
-
-    test, _, _ = Backward(profile, seed).step(1, 1)
-    median_t3 = float(_tail_inverse(np.array([0.5]))[0])
-    fitted = {
-        "median": [float(g.abs().float().median()) / median_t3 if g.numel() else 1.0 for g in fit],
-        "rms": [float(g.float().square().mean().sqrt()) / math.sqrt(3) if g.numel() else 1.0
-                for g in fit],  # fmt: skip
-        "1/sqrt(numel)": [scale(g.numel()) for g in fit],
-    }
-    print("threshold's kept values on worker 1's step 1, predicted / counted, each tensor's "
-          "scale fitted on worker 0's step 0")  # fmt: skip
-    print(f"{'scale fitted by':15s} " + " ".join(f"{f'τ={t:g}':>10s}" for t in thresholds))
-    for how, scales in fitted.items():
-        row = []
-        for t in thresholds:
-            predicted = sum(g.numel() * float(tail(t / max(s, 1e-30)))
-                            for g, s in zip(test, scales, strict=True))  # fmt: skip
-            counted = sum(int((g.abs() >= t).sum()) for g in test)
-            row.append(f"{predicted / max(counted, 1):10.3f}")
-        print(f"{how:15s} " + " ".join(row))
 
 
 if __name__ == "__main__":

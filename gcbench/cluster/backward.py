@@ -113,6 +113,26 @@ class Backward:
             torch.cuda.synchronize(self.device)
 
 
+FIT_RANK = -1  # the input the expected-size model's scales are fitted on: no worker's
+_FITTED: dict[tuple[Any, ...], tuple[float, ...]] = {}
+
+
+def fitted_scales(profile: ModelProfile, seed: int) -> tuple[float, ...]:
+    """Each tensor's gradient scale (`law.fit_scale`) from one real backward pass of the
+    cell's model on an input no worker draws (rank `FIT_RANK`), for the simulator's
+    expected payload sizes in `compute_time: measured` cells: fitted out of sample, never
+    on the gradients the cell sends. One pass per model shape and seed in a process; the
+    caller's random state is left as it was."""
+    from gcbench.compress.law import fit_scale
+
+    key = (profile.name, profile.batch_size, profile.seq_len, len(profile.tensors), seed)
+    if key not in _FITTED:
+        with torch.random.fork_rng(devices=[]):
+            grads, _, _ = Backward(profile, seed).step(FIT_RANK, 0)
+        _FITTED[key] = tuple(fit_scale(g.numpy()) for g in grads)
+    return _FITTED[key]
+
+
 def _loss(out: Any, g: torch.Generator) -> torch.Tensor:
     """Cross-entropy against random labels where the output holds class scores (the last
     dimension), else the mean of the outputs (a tuple's summed)."""

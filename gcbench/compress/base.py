@@ -167,10 +167,12 @@ class Compressor(ABC):
         DGC aims at, an upper bound for 3LC and threshold (see `expected_bytes`).
         Low-rank compressors need the shape: see their `wire_bytes_for_shape`."""
 
-    def expected_bytes(self, numels: Sequence[int]) -> float:
+    def expected_bytes(
+        self, numels: Sequence[int], scales: Sequence[float] | None = None
+    ) -> float:
         """The bytes of one payload of a bucket of tensors of these sizes drawn from the
-        gradient law (`compress.law`), expected at step 0; `wire_bytes` of their sum
-        unless `law_sized`."""
+        gradient law (`compress.law`; each tensor at its scale in `scales`, the law's own
+        by default), expected at step 0; `wire_bytes` of their sum unless `law_sized`."""
         return float(self.wire_bytes(sum(numels), 0))
 
     def payload_bytes(self, shape: tuple[int, ...], key: str, step: int) -> int:

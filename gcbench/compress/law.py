@@ -8,6 +8,11 @@ tensors of every size carry comparable norms. The emulator draws its synthetic g
 from it (`gcbench.cluster.gradients`); the simulator takes from it what a threshold or
 3LC payload is expected to hold. Nothing here is fitted: the sizes follow from the law.
 
+Real gradients (`compute_time: measured`) have scales of their own (bert-base's at
+initialisation sit far above 1/sqrt(n)), which threshold's share follows directly. For
+them the sizes take each tensor's scale as given (`scales`), fitted by `fit_scale` on a
+backward pass that no worker runs (`gcbench.cluster.backward.fitted_scales`).
+
 |T| for ν = 3 has a closed form, P(|T| > x) = 1 - (2/π)(u/(1+u²) + atan u), u = x/√3,
 so this needs neither scipy nor sampling.
 """
@@ -26,6 +31,16 @@ QUANTILES = 64  # the distribution of a tensor's peak, at the midpoints of 64 eq
 def scale(numel: int) -> float:
     """The law's scale of a tensor of `numel` values."""
     return 1.0 / math.sqrt(max(numel, 1))
+
+
+def fit_scale(values: np.ndarray) -> float:
+    """The scale of the law that matches `values`' median magnitude: median|g| over the
+    median of |T| (robust to the heavy tail, unlike the RMS, which t₃'s infinite fourth
+    moment makes noisy)."""
+    magnitudes = np.abs(np.asarray(values, dtype=np.float64).reshape(-1))
+    if magnitudes.size == 0:
+        return 1.0
+    return max(float(np.median(magnitudes)), 1e-30) / MEDIAN_T
 
 
 def tail(x: np.ndarray | float) -> np.ndarray:
@@ -55,20 +70,23 @@ def _tail_inverse(p: np.ndarray) -> np.ndarray:
     return np.exp((lo + hi) / 2)
 
 
-def threshold_bytes(numel: int, threshold: float) -> float:
+def threshold_bytes(numel: int, threshold: float, sigma: float | None = None) -> float:
     """Expected bytes of `threshold` sparsification (a value and an int32 index per kept
-    element) of one tensor of the law: 8 · n · P(|g| ≥ τ)."""
-    return 8.0 * numel * float(tail(threshold / scale(numel)))
+    element) of one tensor of the law (of scale `sigma`, the law's own by default):
+    8 · n · P(|g| ≥ τ)."""
+    return 8.0 * numel * float(tail(threshold / (sigma or scale(numel))))
 
 
 EXACT_GROUPS = 20_000  # a lone tensor's stream up to this many groups: runs counted exactly
 
 
 @lru_cache(maxsize=65536)
-def threelc_bytes(numels: tuple[int, ...], sparsity: float = 1.0) -> float:
+def threelc_bytes(
+    numels: tuple[int, ...], sparsity: float = 1.0, scales: tuple[float, ...] | None = None
+) -> float:
     """Expected bytes of a 3LC payload (3LC §3) of a bucket of tensors of the law (sizes
-    `numels`, concatenated): the fp32 scale and the zero-run encoded base-3^5 stream of its
-    G = ceil(N/5) groups.
+    `numels`, concatenated; each tensor's scale from `scales`, the law's own by default):
+    the fp32 scale and the zero-run encoded base-3^5 stream of its G = ceil(N/5) groups.
 
     The scale is m = s · peak, the bucket's largest |value| (§3.1), and a value is nonzero
     when |x| > m/2. The peak's distribution follows from the tensors' scales:
@@ -80,9 +98,13 @@ def threelc_bytes(numels: tuple[int, ...], sparsity: float = 1.0) -> float:
     14-fold), plus the peak's own group and about one piece where the peak splits a run.
     A lone tensor of at most `EXACT_GROUPS` groups is counted exactly instead
     (`_mean_pieces`): there the runs at the ends are a large share of the stream."""
-    sizes, counts = np.unique(np.maximum(np.asarray(numels, dtype=np.int64), 1), return_counts=True)
-    n = np.asarray(sizes * counts, dtype=np.float64)  # values of each distinct size
-    sigma = np.array([scale(int(k)) for k in sizes])  # each distinct size's scale
+    sizes = np.maximum(np.asarray(numels, dtype=np.int64), 1)
+    if scales is None:
+        sizes, counts = np.unique(sizes, return_counts=True)
+        n = np.asarray(sizes * counts, dtype=np.float64)  # values of each distinct size
+        sigma = np.array([scale(int(k)) for k in sizes])  # each distinct size's scale
+    else:  # one term per tensor
+        n, sigma = sizes.astype(np.float64), np.maximum(np.asarray(scales, np.float64), 1e-30)
     groups = -(-int(n.sum()) // 5)
     log_u = np.log((np.arange(QUANTILES) + 0.5) / QUANTILES)
     peak = _peak(n, sigma, log_u)  # (QUANTILES,), in the gradients' units
@@ -132,3 +154,6 @@ def _mean_pieces(q: np.ndarray, groups: int) -> np.ndarray:
     start = q[:, None] * after_literal + first_run  # P(position j starts a piece)
     pieces = np.concatenate([np.zeros((q.size, 1)), np.cumsum(start, axis=1)], axis=1)
     return 2.0 * pieces[:, :groups].mean(axis=1)  # P and G-1-P range over the same set
+
+
+MEDIAN_T = float(_tail_inverse(np.array([0.5]))[0])  # the median of |T|, ν = 3

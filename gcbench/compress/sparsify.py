@@ -277,10 +277,14 @@ class Threshold(_Sparse):
         """The worst case (every element sent); `expected_bytes` is the estimate."""
         return 8 * numel
 
-    def expected_bytes(self, numels: Sequence[int]) -> float:
+    def expected_bytes(
+        self, numels: Sequence[int], scales: Sequence[float] | None = None
+    ) -> float:
         """8 bytes per value of the gradient law at or above the threshold, tensor by
-        tensor (its share follows the law's scale: real gradients of another scale send
-        more or less)."""
+        tensor (its share follows the tensor's scale: `scales` where the gradients' own
+        are known, else the law's)."""
         from gcbench.compress.law import threshold_bytes
 
-        return sum(threshold_bytes(n, self.threshold) for n in numels)
+        sigmas = scales if scales is not None else [None] * len(numels)
+        pairs = zip(numels, sigmas, strict=True)
+        return sum(threshold_bytes(n, self.threshold, s) for n, s in pairs)

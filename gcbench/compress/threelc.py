@@ -611,12 +611,15 @@ class ThreeLC(Compressor):
         on the values) plus the fp32 scale."""
         return -(-numel // 5) + 4
 
-    def expected_bytes(self, numels: Sequence[int]) -> float:
+    def expected_bytes(
+        self, numels: Sequence[int], scales: Sequence[float] | None = None
+    ) -> float:
         """The zero-run encoded size expected on the gradient law (`law.threelc_bytes`):
         one scale, the bucket's peak, for all its tensors."""
         from gcbench.compress.law import threelc_bytes
 
-        return threelc_bytes(tuple(numels), self.sparsity)
+        sigmas = None if scales is None else tuple(scales)
+        return threelc_bytes(tuple(numels), self.sparsity, sigmas)
 
 
 def _sparse_encode(arr: np.ndarray, sparsity: float, out: np.ndarray) -> tuple[float, int]:

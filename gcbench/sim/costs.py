@@ -193,8 +193,31 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
     if hasattr(compressor, "wire_bytes_for_shape"):  # low-rank: factors follow each shape
         out["tensor_round_bytes"] = round_bytes(cell, cell_profile(cell))
     elif compressor.law_sized:  # 3LC, threshold: a bucket's expected size on the law
-        out["bucket_bytes"] = lru_cache(maxsize=65536)(compressor.expected_bytes)
+        out["bucket_bytes"] = _bucket_bytes(cell, compressor)
     return out
+
+
+def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
+    """A bucket's expected payload from its tensors' indices: on the gradient law, at the
+    law's scales, or — for real gradients (an emulated cell with `compute_time:
+    measured`) — at each tensor's scale fitted on a backward pass that no worker runs
+    (`cluster.backward.fitted_scales`; threshold's share follows the gradients' scale,
+    which the law does not know). Cached per distinct bucket of sizes (and scales)."""
+    profile = cell_profile(cell)
+    numels = tuple(t.numel for t in profile.tensors)
+    scales: tuple[float, ...] | None = None
+    if cell.mode == "emulate" and cell.compute_time == "measured":
+        from gcbench.cluster.backward import fitted_scales
+
+        scales = fitted_scales(profile, cell.seed)
+    sized = lru_cache(maxsize=65536)(compressor.expected_bytes)
+
+    def bucket_bytes(bucket: tuple[int, ...]) -> float:
+        if scales is None:
+            return float(sized(tuple(numels[i] for i in bucket)))
+        return float(sized(tuple(numels[i] for i in bucket), tuple(scales[i] for i in bucket)))
+
+    return bucket_bytes
 
 
 @lru_cache(maxsize=8)

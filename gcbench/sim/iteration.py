@@ -114,7 +114,8 @@ class Costs:
     # (PowerSGD: P, then Q from the summed P).
     tensor_round_bytes: tuple[tuple[float, ...], ...] | None = None
     # For compressors whose payload depends on the values (3LC, threshold): a bucket's
-    # expected payload from its tensors' sizes (`compress.law`); a shard uses its ratio.
+    # expected payload, given its tensors' indices (`compress.law`: from their sizes, and
+    # their fitted scales where the gradients are real); a shard uses its ratio.
     bucket_bytes: Callable[[tuple[int, ...]], float] | None = None
     additive: bool = False  # the compressor's payloads sum to a valid payload
     splittable: bool = True  # one payload splits into per-destination chunks
@@ -394,7 +395,7 @@ def _lower(
             for r in c.tensor_round_bytes
         ]
     elif c.bucket_bytes is not None:  # 3LC, threshold: this bucket's expected ratio
-        whole = c.bucket_bytes(tuple(x.numel[i] for i in bucket))
+        whole = c.bucket_bytes(tuple(bucket))
         payloads = [_ratio_payload(whole / max(4 * float(sum(x.numel[i] for i in bucket)), 1.0))]
     payload, rounds = payloads[0], len(payloads)
 
