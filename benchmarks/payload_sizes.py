@@ -15,7 +15,10 @@ of `--batch` samples, cross-entropy against random labels, weights at initialisa
 `real/law` against the model at the law's scales (what a `compute_time: profile` cell
 plans with), `real/fitted` against the model at each tensor's scale fitted on another
 input's backward pass (`cluster.backward.fitted_scales`, rank -1: what a `compute_time:
-measured` cell plans with; out of sample, rank 0's gradients are not seen by the fit).
+measured` cell plans with; out of sample, rank 0's gradients are not seen by the fit),
+and `2-sum/fitted`: ranks 0 and 1's real gradients summed (what a payload compressed
+after an intra-machine reduce-scatter of 2 GPUs holds) against the model of a sum of 2
+(`summed=2`, `law.sum_tail`) at the fitted scales.
 Then the synthetic sizes at step `--ef-steps` with residual error feedback (what the
 model does not cover: it is step 0's), and the model over the compressor's data-free
 `wire_bytes` (for 3LC its upper bound, which the simulator used before). Also prints the
@@ -35,7 +38,8 @@ def main() -> None:
     parser.add_argument("--ef-steps", type=int, default=5)
     parser.add_argument(
         "--compressors",
-        default="threelc,threelc:sparsity=1.5,dgc,threshold:threshold=0.001,threshold:threshold=0.0001",
+        default="threelc,threelc:sparsity=1.5,dgc,threshold:threshold=0.001,threshold:threshold=0.0001,"
+        "threshold:threshold=0.01",
     )
     args = parser.parse_args()
 
@@ -60,28 +64,35 @@ def main() -> None:
     profile, plan, _ = plan_of(cell)
     numels = [t.numel for t in profile.tensors]
     t0 = time.perf_counter()
-    grads, _, _ = Backward(profile, cell.seed).step(0, 0)
+    backward = Backward(profile, cell.seed)
+    grads, _, _ = backward.step(0, 0)
+    other, _, _ = backward.step(1, 0)
     took = time.perf_counter() - t0
     print(f"{args.model}, batch {args.batch}: {len(plan.buckets)} ddp buckets, "
           f"{sum(numels):,} values; one backward pass in {took:.1f} s")  # fmt: skip
     sources = {
         "synthetic": lambda b, bucket: bucket_gradient(cell.seed, 0, 0, bucket, numels),
         "real": lambda b, bucket: torch.cat([grads[i] for i in bucket]),
+        "2-sum": lambda b, bucket: torch.cat([grads[i] + other[i] for i in bucket]),
     }
     ef = args.ef_steps
     t0 = time.perf_counter()
     scales = fitted_scales(profile, cell.seed)
     print(f"scales fitted on another input's backward pass in {time.perf_counter() - t0:.1f} s")
     print(f"{'compressor':28s} {'synthetic/model':>15s} {'real/law':>9s} {'real/fitted':>11s} "
-          f"{f'EF step {ef}/model':>16s} {'model/wire_bytes':>16s}")  # fmt: skip
+          f"{'2-sum/fitted':>12s} {f'EF step {ef}/model':>16s} "
+          f"{'model/wire_bytes':>16s}")  # fmt: skip
     for spec in args.compressors.split(","):
         kind, _, rest = spec.partition(":")
         params = {k: float(v) for k, v in (p.split("=") for p in rest.split(";") if p)}
         comp = create(kind, **params)
         model = sum(comp.expected_bytes([numels[i] for i in k]) for k in plan.buckets)
-        fitted = sum(
-            comp.expected_bytes([numels[i] for i in k], [scales[i] for i in k])
-            for k in plan.buckets
+        fitted, summed = (
+            sum(
+                comp.expected_bytes([numels[i] for i in k], [scales[i] for i in k], workers)
+                for k in plan.buckets
+            )
+            for workers in (1, 2)
         )
         bound = sum(comp.wire_bytes(sum(numels[i] for i in k), 0) for k in plan.buckets)
         sent = []
@@ -91,7 +102,7 @@ def main() -> None:
                 comp.compress(get(b, k), f"bucket{b}", 0).wire_bytes
                 for b, k in enumerate(plan.buckets)
             ))  # fmt: skip
-        ratios = [sent[0] / model, sent[1] / model, sent[1] / fitted]
+        ratios = [sent[0] / model, sent[1] / model, sent[1] / fitted, sent[2] / summed]
         comp, memory = create(kind, **params), ResidualMemory()
         for step in range(ef + 1):  # rank 0's synthetic gradients with error feedback
             ef_sent = 0
@@ -101,7 +112,7 @@ def main() -> None:
                 memory.update(g, f"{b}", step, comp, payload)
                 ef_sent += payload.wire_bytes
         print(f"{spec:28s} {ratios[0]:15.3f} {ratios[1]:9.3f} {ratios[2]:11.3f} "
-              f"{ef_sent / model:16.3f} {model / bound:16.4f}")  # fmt: skip
+              f"{ratios[3]:12.3f} {ef_sent / model:16.3f} {model / bound:16.4f}")  # fmt: skip
     real = torch.cat(grads).abs()
     synthetic = torch.cat([sources["synthetic"](b, k) for b, k in enumerate(plan.buckets)]).abs()
     for t in (1e-3, 1e-4):

@@ -148,6 +148,28 @@ def test_real_gradients_are_planned_at_scales_fitted_out_of_sample(ray_local):
     assert simulate_cell(c).metrics["wire_bytes"] == pytest.approx(3 * sent, rel=0.10)
 
 
+def test_a_threshold_payload_compressed_after_a_sum_is_planned_as_one(ray_local):
+    """byteps-compress: each machine's 2 GPUs reduce-scatter, then compress their summed
+    shard, which keeps more values past the threshold than one worker's gradient would:
+    the simulator plans it as the sum of 2 (`compress.law.sum_tail`), within 5% of the
+    payloads the workers pushed (as one worker's, a third fewer), and its wire bytes and
+    iteration within 5% of the workers' clocks."""
+    from gcbench.sim import simulate_cell
+
+    c = cell("byteps-compress", "threshold:threshold=0.01", servers=1)
+    e = emulate_cell(c, steps=1)
+    profile, plan, costs = plan_of(c)
+    assert str(plan.options[0]) == "intra:rs gc inter:ps* gd intra:ag"
+    assert len(plan.buckets) == 1
+    pushed = sum(rank[0][1] for rank in e.phase_bytes) / len(e.phase_bytes)
+    bucket = tuple(plan.buckets[0])
+    assert costs.bucket_bytes(bucket, 2) / 2 == pytest.approx(pushed, rel=0.05)
+    assert costs.bucket_bytes(bucket, 1) / 2 < 0.8 * pushed
+    sim = simulate_cell(c).metrics
+    assert sim["wire_bytes"] == pytest.approx(e.metrics["wire_bytes"], rel=0.05)
+    assert sim["iteration_s"] == pytest.approx(e.iteration_s, rel=0.05)
+
+
 @pytest.mark.parametrize("strategy", ["powersgd", "acpsgd"])
 def test_low_rank_strategies_factor_each_tensor_and_time_as_the_simulator(ray_local, strategy):
     """PowerSGD (P allreduced, then Q from the summed P) and ACP-SGD (P on even steps, Q

@@ -168,11 +168,13 @@ class Compressor(ABC):
         Low-rank compressors need the shape: see their `wire_bytes_for_shape`."""
 
     def expected_bytes(
-        self, numels: Sequence[int], scales: Sequence[float] | None = None
+        self, numels: Sequence[int], scales: Sequence[float] | None = None, summed: int = 1
     ) -> float:
         """The bytes of one payload of a bucket of tensors of these sizes drawn from the
         gradient law (`compress.law`; each tensor at its scale in `scales`, the law's own
-        by default), expected at step 0; `wire_bytes` of their sum unless `law_sized`."""
+        by default), compressed from the sum of `summed` workers' gradients (after an
+        uncompressed reduce), expected at step 0; `wire_bytes` of their sum unless
+        `law_sized`."""
         return float(self.wire_bytes(sum(numels), 0))
 
     def payload_bytes(self, shape: tuple[int, ...], key: str, step: int) -> int:

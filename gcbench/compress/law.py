@@ -70,11 +70,40 @@ def _tail_inverse(p: np.ndarray) -> np.ndarray:
     return np.exp((lo + hi) / 2)
 
 
-def threshold_bytes(numel: int, threshold: float, sigma: float | None = None) -> float:
+@lru_cache(maxsize=65536)
+def sum_tail(x: float, k: int) -> float:
+    """P(|T₁ + … + T_k| > x) for k independent Student-t (ν = 3) values: what a sum of k
+    workers' gradients holds past x in units of one worker's scale (lighter-tailed than
+    one t₃ stretched by √k, which is off by 10-20% near the bulk). By inversion of the
+    characteristic function φ(t) = (1 + √3 t) e^(−√3 t): P(|S| ≤ x) =
+    (2/π) ∫₀^∞ sin(xt)/t · φ(t)^k dt, Simpson's rule out to where φ^k < 1e-17 with 32
+    points a period of sin(xt); k = 1 is `tail`, far out (x > 1000) the subexponential
+    limit k · tail(x). Checked against sampled sums in the tests."""
+    if k <= 1 or x <= 0:
+        return float(tail(x))
+    if x > 1000:
+        return k * float(tail(x))
+    a = math.sqrt(3)
+    end = 45.0 / (a * k)
+    m = int(math.ceil(end / min(math.pi / (16 * x), end / 4000)))
+    m += m % 2
+    t = np.linspace(0.0, end, m + 1)
+    t[0] = 1.0  # the integrand's limit at 0 is x, set below
+    f = np.sin(x * t) / t * ((1 + a * t) * np.exp(-a * t)) ** k
+    f[0] = x
+    w = np.ones(m + 1)
+    w[1:-1:2], w[2:-1:2] = 4.0, 2.0
+    inside = (2 / math.pi) * (end / m / 3) * float(w @ f)
+    return min(max(1.0 - inside, 0.0), 1.0)
+
+
+def threshold_bytes(
+    numel: int, threshold: float, sigma: float | None = None, summed: int = 1
+) -> float:
     """Expected bytes of `threshold` sparsification (a value and an int32 index per kept
-    element) of one tensor of the law (of scale `sigma`, the law's own by default):
-    8 · n · P(|g| ≥ τ)."""
-    return 8.0 * numel * float(tail(threshold / (sigma or scale(numel))))
+    element) of one tensor of the law (of scale `sigma`, the law's own by default), or of
+    the sum of `summed` workers' such tensors: 8 · n · P(|g| ≥ τ)."""
+    return 8.0 * numel * sum_tail(threshold / (sigma or scale(numel)), summed)
 
 
 EXACT_GROUPS = 20_000  # a lone tensor's stream up to this many groups: runs counted exactly

@@ -278,13 +278,14 @@ class Threshold(_Sparse):
         return 8 * numel
 
     def expected_bytes(
-        self, numels: Sequence[int], scales: Sequence[float] | None = None
+        self, numels: Sequence[int], scales: Sequence[float] | None = None, summed: int = 1
     ) -> float:
         """8 bytes per value of the gradient law at or above the threshold, tensor by
         tensor (its share follows the tensor's scale: `scales` where the gradients' own
-        are known, else the law's)."""
+        are known, else the law's; and a sum of `summed` workers' gradients, the workers
+        independent, keeps more values than one)."""
         from gcbench.compress.law import threshold_bytes
 
         sigmas = scales if scales is not None else [None] * len(numels)
         pairs = zip(numels, sigmas, strict=True)
-        return sum(threshold_bytes(n, self.threshold, s) for n, s in pairs)
+        return sum(threshold_bytes(n, self.threshold, s, summed) for n, s in pairs)

@@ -612,10 +612,13 @@ class ThreeLC(Compressor):
         return -(-numel // 5) + 4
 
     def expected_bytes(
-        self, numels: Sequence[int], scales: Sequence[float] | None = None
+        self, numels: Sequence[int], scales: Sequence[float] | None = None, summed: int = 1
     ) -> float:
         """The zero-run encoded size expected on the gradient law (`law.threelc_bytes`):
-        one scale, the bucket's peak, for all its tensors."""
+        one scale, the bucket's peak, for all its tensors. A sum of workers' gradients is
+        taken as one worker's: 3LC's size follows the values relative to the peak, not
+        their scale (measured after an intra-machine sum: 1.000 of the model,
+        `benchmarks/emulate.py`)."""
         from gcbench.compress.law import threelc_bytes
 
         sigmas = None if scales is None else tuple(scales)

@@ -202,7 +202,8 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
     law's scales, or — for real gradients (an emulated cell with `compute_time:
     measured`) — at each tensor's scale fitted on a backward pass that no worker runs
     (`cluster.backward.fitted_scales`; threshold's share follows the gradients' scale,
-    which the law does not know). Cached per distinct bucket of sizes (and scales)."""
+    which the law does not know); `summed`: compressed from the sum of that many
+    workers' gradients. Cached per distinct bucket of sizes (and scales) and sum."""
     profile = cell_profile(cell)
     numels = tuple(t.numel for t in profile.tensors)
     scales: tuple[float, ...] | None = None
@@ -212,10 +213,11 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
         scales = fitted_scales(profile, cell.seed)
     sized = lru_cache(maxsize=65536)(compressor.expected_bytes)
 
-    def bucket_bytes(bucket: tuple[int, ...]) -> float:
+    def bucket_bytes(bucket: tuple[int, ...], summed: int = 1) -> float:
+        sizes = tuple(numels[i] for i in bucket)
         if scales is None:
-            return float(sized(tuple(numels[i] for i in bucket)))
-        return float(sized(tuple(numels[i] for i in bucket), tuple(scales[i] for i in bucket)))
+            return float(sized(sizes, None, summed))
+        return float(sized(sizes, tuple(scales[i] for i in bucket), summed))
 
     return bucket_bytes
 

@@ -114,9 +114,10 @@ class Costs:
     # (PowerSGD: P, then Q from the summed P).
     tensor_round_bytes: tuple[tuple[float, ...], ...] | None = None
     # For compressors whose payload depends on the values (3LC, threshold): a bucket's
-    # expected payload, given its tensors' indices (`compress.law`: from their sizes, and
-    # their fitted scales where the gradients are real); a shard uses its ratio.
-    bucket_bytes: Callable[[tuple[int, ...]], float] | None = None
+    # expected payload, given its tensors' indices and how many workers' gradients were
+    # summed before it was compressed (`compress.law`: from their sizes, and their
+    # fitted scales where the gradients are real); a shard uses its ratio.
+    bucket_bytes: Callable[[tuple[int, ...], int], float] | None = None
     additive: bool = False  # the compressor's payloads sum to a valid payload
     splittable: bool = True  # one payload splits into per-destination chunks
     compressor: str = "none"  # named in error messages
@@ -395,8 +396,7 @@ def _lower(
             for r in c.tensor_round_bytes
         ]
     elif c.bucket_bytes is not None:  # 3LC, threshold: this bucket's expected ratio
-        whole = c.bucket_bytes(tuple(bucket))
-        payloads = [_ratio_payload(whole / max(4 * float(sum(x.numel[i] for i in bucket)), 1.0))]
+        payloads = [_summed_payload(c.bucket_bytes, bucket, x, 1)]
     payload, rounds = payloads[0], len(payloads)
 
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
@@ -415,6 +415,9 @@ def _lower(
     started = False  # a phase has run: later GPU work waits on communication
     e, slices, k, held = elements, 1, 1, 0.0
     comp, own, loc, rings = False, True, "gpu", G
+    # workers' gradients summed into the dense values held, and into each payload held
+    # (a threshold payload compressed from a sum keeps more values: `compress.law`)
+    summed, psum = 1, 1
     frames: list[list[Any]] = []  # rooted sections: [level, actor, changed]
     actor = "w0"
     core = f"cpu:{b % x.cores}"
@@ -454,6 +457,10 @@ def _lower(
                 f = c.compress_s if on_gpu else c.cpu_compress_s
                 seconds = chunks * f(per) / speed / rounds  # the first round's share
                 emit(stream, "compress", seconds, 0, f"{tag} compress", on_gpu)
+                summed *= k  # the pieces an uncompressed alltoall brought, summed first
+                psum = summed
+                if summed > 1 and c.bucket_bytes is not None:
+                    payload = _summed_payload(c.bucket_bytes, bucket, x, summed)
                 held, k, own, comp = chunks * payload(per), 1, True, True
                 last_compress = (stream, seconds, on_gpu)
                 if frames:
@@ -463,6 +470,7 @@ def _lower(
                 if count > 0:
                     f = c.decompress_s if on_gpu else c.cpu_decompress_s
                     emit(stream, "decompress", count * f(e) / speed, 0, f"{tag} decompress", on_gpu)
+                summed = psum * k
                 e, slices, k, held, comp = e * slices, 1, 1, 0.0, False
             continue
         # a phase
@@ -494,7 +502,9 @@ def _lower(
             dur, sent = x.servers_comm(coll, size, rings, work)
             emit(stream, "comm", dur, sent, f"{tag} {s.token}", False)
             if comp:
-                k, own = 1, False
+                k, own, psum = 1, False, psum * n
+            else:
+                summed *= n
             continue
         if comp and rounds > 1 and coll not in ("allreduce", "reduce_scatter"):
             raise ConfigError(
@@ -510,10 +520,12 @@ def _lower(
             dur, sent = x.comm(level, name, more, rings if level == "inter" else G)
             emit(stream, "comm", dur, sent, f"{tag} {s.token} round {r}", False)
         # what the rank holds afterwards
+        if coll in ("reduce_scatter", "allreduce", "reduce") and not comp:
+            summed *= n
         if coll == "reduce_scatter":
             e /= n
             if comp:
-                held, k, own = held / n, 1, False
+                held, k, own, psum = held / n, 1, False, psum * n
             if level == "intra":
                 rings = G
         elif coll == "alltoall":
@@ -532,7 +544,7 @@ def _lower(
                 e *= n
         elif coll == "allreduce":
             if comp:
-                k, own = 1, False
+                k, own, psum = 1, False, psum * n
         elif coll in ("reduce", "gather"):
             if comp:
                 held *= n
@@ -549,6 +561,15 @@ def _lower(
     if option.fp16:
         emit("compute", "decompress", c.cast_s(elements), 0, f"{tag} cast fp32", True)
     return steps, (defer_at if defer_at >= 0 else len(steps))
+
+
+def _summed_payload(
+    bucket_bytes: Callable[[tuple[int, ...], int], float], bucket: list[int], x: _Ctx, summed: int
+) -> Callable[[float], float]:
+    """A data-dependent compressor's payload at the expected ratio of this bucket, compressed
+    from the sum of `summed` workers' gradients."""
+    whole = bucket_bytes(tuple(bucket), summed)
+    return _ratio_payload(whole / max(4 * float(sum(x.numel[i] for i in bucket)), 1.0))
 
 
 def timeline_metrics(
