@@ -261,7 +261,7 @@ def greedy(
 
     # per (lo, hi), for this incumbent: the candidates' shape, its slot and the options
     # whose screen (`Kernel.screen`) does not rule them out
-    slots: dict[tuple[int, int], tuple[Plan, Slot, set[int]]] = {}
+    slots: dict[tuple[int, int], tuple[Plan, Slot | None, set[int]]] = {}
     n = len(options)
     pruned = 0
     choices = (start, *space)  # GetBestOption's order: S itself first
@@ -271,14 +271,25 @@ def greedy(
         """A candidate whose lower bound passes this cannot beat the incumbent."""
         return best_s * BETTER * PRUNE_MARGIN
 
-    def shaped(lo: int, hi: int) -> tuple[Plan, Slot, set[int]]:
+    def shaped(lo: int, hi: int) -> tuple[Plan, Slot | None, set[int]]:
         """The incumbent with tensors lo..hi in a bucket of their own whatever its option
-        (a placeholder there), its slot, and the options the screen keeps."""
+        (a placeholder there), its slot, and the options the screen keeps. First the
+        shape without the run's steps is timed from the checkpoint (a plain resume, a
+        fifth of a slot's cost): no candidate ends earlier, so when that passes the bar
+        (the run is off the critical path) no option can win, as the slot's `top` would
+        say, and there is no slot (None)."""
         got = slots.get((lo, hi))
         if got is None:
             shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
             m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
             assert fast is not None and inc.checkpoints is not None
+            empty = list(shape.options)
+            empty[m] = None
+            if fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at) > bar() * (
+                PRUNE_MARGIN
+            ):
+                got = slots[lo, hi] = (shape, None, set())
+                return got
             where = fast.slot(shape, inc.checkpoints, at, m, bar())
             if where.top > bar():  # the plan without the bucket's steps is already no better
                 keep: set[int] = set()
@@ -309,6 +320,7 @@ def greedy(
             plan, at = candidate_plan(inc, lo, hi, opt, sizes, rule)
             return fast.iteration_s(plan, inc.checkpoints, at), plan, None
         shape, where, _ = shaped(lo, hi)
+        assert where is not None  # a run ruled out without a slot has no candidates here
         if fast.bound(where, shape, opt) > bar():
             pruned += 1
             return math.inf, None, None
