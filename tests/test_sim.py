@@ -585,3 +585,120 @@ def test_every_shipped_suite_simulates(path):
         rows, spans, _ = execute_cell(c, 1)
         assert 0 < rows[0]["scaling_factor"] <= 1
         assert spans[0]["kind"] == "forward" and spans[-1]["kind"] == "update"
+
+
+# --- payloads fed by the emulator, and the sums a compression sees -----------------------
+
+
+def _threshold_ctx(record=None):
+    """A 4 x 8 NVLink cluster with 2 servers and threshold's size model on one tensor of
+    4M values; `record` collects the `summed` each compression is planned at."""
+    from gcbench.comm import Link
+    from gcbench.comm.hierarchy import nvlink_machine
+    from gcbench.compress.sparsify import Threshold
+    from gcbench.sim.iteration import Costs, _Ctx
+
+    thr, numel = Threshold(3e-3), [4_000_000]
+
+    def bucket_bytes(bucket, summed=1):
+        if record is not None:
+            record.append(summed)
+        return thr.expected_bytes([numel[i] for i in bucket], None, summed)
+
+    costs = Costs(4, 8, nvlink_machine(8, 1.0, 0.0, 1.0), Link(1e9, 0.0, 1.0),
+                  bucket_bytes=bucket_bytes, splittable=False, servers=2,
+                  compressor="threshold")  # fmt: skip
+    return _Ctx(costs, numel)
+
+
+def _phase_sizes(monkeypatch, option, x, fed=None):
+    """The size `_lower` gives each phase (what a rank holds there), in phase order."""
+    from gcbench.sim import iteration
+
+    sizes: list[float] = []
+    comm, servers = iteration._Ctx.comm, iteration._Ctx.servers_comm
+
+    def rec_comm(self, level, name, nbytes, rings):
+        sizes.append(nbytes)
+        return comm(self, level, name, nbytes, rings)
+
+    def rec_servers(self, name, nbytes, rings, work=0.0):
+        sizes.append(nbytes)
+        return servers(self, name, nbytes, rings, work)
+
+    monkeypatch.setattr(iteration._Ctx, "comm", rec_comm)
+    monkeypatch.setattr(iteration._Ctx, "servers_comm", rec_servers)
+    iteration._lower(option, [0], 0, x, None, fed)
+    monkeypatch.undo()
+    return sizes
+
+
+def test_fed_payloads_give_every_compression_its_own_size(monkeypatch):
+    """Every emulated option (ByteComp's GPU paths and the presets) on 4 x 8 GPUs: the
+    sizes the size model plans, read back per compression by `execute.payloads` as the
+    emulator reads what workers sent, give every compressed phase the same size again;
+    twice those sizes give every compressed phase twice its size (each `c` takes its own
+    measured payload: a recompression after a sum or over a shard is not charged the
+    first one's)."""
+    from gcbench.cluster.execute import NotEmulated, check, payloads
+    from gcbench.sim.options import PRESETS, enumerate_paths
+
+    x = _threshold_ctx()
+    levels = {"flat": 32, "intra": 8, "inter": 4}
+    options = [*enumerate_paths(additive=False, servers=True),
+               PRESETS["allgather-2level"], PRESETS["byteps-compress"]]  # fmt: skip
+    several = 0
+    for o in options:
+        try:
+            check(o)
+        except NotEmulated:
+            continue
+        several += sum(1 for t in o.ops if t.op == "c") > 1
+        model = _phase_sizes(monkeypatch, o, x)
+        assert len(model) == len(o.phases), o.name
+        for scale in (1, 2):
+            sent = [[[scale * s for s in model]]]
+            fed = payloads([o], sent, levels)[0]
+            got = _phase_sizes(monkeypatch, o, x, fed)
+            for p, m, g in zip(o.phases, model, got, strict=True):
+                if p.compressed:
+                    assert g == pytest.approx(scale * m, rel=1e-12), (o.name, p.token)
+    assert several >= 20  # options that compress more than once were checked
+
+
+@pytest.mark.parametrize(
+    "name, planned",
+    [
+        ("intra:rs gc inter:ag* gd intra:ag", [1, 8]),  # the machine's 8 GPUs summed
+        ("gc flat:ag* gd", [1]),
+        ("gc intra:ga* inter:ps* gd gc intra:bc* gd", [1, 32]),  # the servers' sum of all
+        ("gc intra:ga* gd gc inter:ag* gd intra:bc", [1, 8]),  # the root's sum of 8
+        ("gc intra:a2a* gd gc inter:a2a* gd inter:ag intra:ag", [1, 8]),
+    ],
+)
+def test_each_compression_is_planned_at_the_workers_summed_before_it(name, planned):
+    """Threshold's payload follows how many workers' gradients were summed before each
+    compression (`law.sum_tail`): the count `_lower` plans each `c` at."""
+    from gcbench.sim.iteration import _lower
+    from gcbench.sim.options import Option
+
+    got: list[int] = []
+    x = _threshold_ctx(got)
+    _lower(Option.parse(name), [0], 0, x)
+    assert got == planned
+
+
+def test_a_hierarchical_pair_closed_by_a_compressed_allgather_holds_the_whole_bucket():
+    """`intra:rs gc inter:ag* intra:ag* cd`: the intra allgather is the second step of the
+    intra reduce-scatter's pair (an inter allgather between them), so after `cd` the rank
+    holds the whole bucket, copied back to the GPU whole, as after `flat:rs gc flat:ag* cd`."""
+    from gcbench.sim.iteration import _lower
+    from gcbench.sim.options import Option
+
+    x = _threshold_ctx()
+    copies = []
+    for name in ("intra:rs gc inter:ag* intra:ag* cd", "flat:rs gc flat:ag* cd"):
+        steps, _ = _lower(Option.parse(name), [0], 0, x)
+        assert steps[-1][0] == "pcie:h2d"
+        copies.append(steps[-1][2])
+    assert copies[0] == pytest.approx(copies[1], rel=1e-12)

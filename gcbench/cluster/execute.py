@@ -134,37 +134,41 @@ def shard_slices(
     return out
 
 
-def compressed_phase(option: Option | None) -> int | None:
-    """The index (among the option's phases) of its phase that carries payloads, if any
-    (the emulated options have at most one): where a bucket's payload size is read."""
-    if option is None:
-        return None
-    return next((k for k, p in enumerate(option.phases) if p.compressed), None)
-
-
 def payloads(
     options: list[Option | None],
     sent: list[list[list[int]]],
     group_sizes: dict[str, int] | None = None,
     splittable: bool = False,
-) -> list[float | None]:
-    """Each bucket's compressed payload in bytes, from the bytes of each phase that
-    workers sent (`sent[rank][bucket][phase]`): the mean over the workers that sent one
-    there (not those waiting out a rooted section); None where no payload travels or
-    none was sent (the simulator then takes the compressor's size model). Ahead of
-    alltoalls a worker sends a payload per destination of them all: one of them, on
-    average, where the simulator charges per chunk (an unsplittable compressor), given
-    the levels' `group_sizes`."""
-    out: list[float | None] = []
+) -> list[tuple[float | None, ...] | None]:
+    """Per bucket, the payload each of its compressions (`c`, in order) made, in bytes,
+    from the bytes of each phase that workers sent (`sent[rank][bucket][phase]`): the
+    first phase after the `c` (it carries what the `c` made), the mean over the workers
+    that sent one there (not those waiting out a rooted section); None where none was
+    sent (the simulator then takes the compressor's size model), and None for a bucket
+    without compression. Ahead of alltoalls a worker sends a payload per destination of
+    them all: one of them, on average, where the simulator charges per chunk (an
+    unsplittable compressor), given the levels' `group_sizes`."""
+    out: list[tuple[float | None, ...] | None] = []
     for b, option in enumerate(options):
-        at = compressed_phase(option)
-        got = [] if at is None else [rank[b][at] for rank in sent if rank[b][at]]
-        mean = sum(got) / len(got) if got else None
-        if mean is not None and option is not None and not splittable:
-            first = next(i for i, t in enumerate(option.steps) if isinstance(t, Op))
-            levels = _chunked_ahead(option, first, ("alltoall",))
-            mean /= math.prod((group_sizes or {}).get(lv, 1) for lv in levels)
-        out.append(mean)
+        if option is None or not option.compressed:
+            out.append(None)
+            continue
+        made: list[float | None] = []
+        phase = 0  # the phases before step i
+        for i, step in enumerate(option.steps):
+            if isinstance(step, Phase):
+                phase += 1
+                continue
+            if step.op != "c":
+                continue
+            at = phase  # the phase right after the `c`: compressed, it carries the payload
+            got = [rank[b][at] for rank in sent if at < len(rank[b]) and rank[b][at]]
+            mean = sum(got) / len(got) if got else None
+            if mean is not None and not splittable:
+                levels = _chunked_ahead(option, i, ("alltoall",))
+                mean /= math.prod((group_sizes or {}).get(lv, 1) for lv in levels)
+            made.append(mean)
+        out.append(tuple(made))
     return out
 
 

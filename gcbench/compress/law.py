@@ -76,15 +76,15 @@ def sum_tail(x: float, k: int) -> float:
     workers' gradients holds past x in units of one worker's scale (lighter-tailed than
     one t₃ stretched by √k, which is off by 10-20% near the bulk). By inversion of the
     characteristic function φ(t) = (1 + √3 t) e^(−√3 t): P(|S| ≤ x) =
-    (2/π) ∫₀^∞ sin(xt)/t · φ(t)^k dt, Simpson's rule out to where φ^k < 1e-17 with 32
-    points a period of sin(xt); k = 1 is `tail`, far out (x > 1000) the subexponential
+    (2/π) ∫₀^∞ sin(xt)/t · φ(t)^k dt, Simpson's rule out to where φ^k < 1e-17 (`_cutoff`)
+    with 32 points a period of sin(xt); k = 1 is `tail`, far out (x > 1000) the subexponential
     limit k · tail(x). Checked against sampled sums in the tests."""
     if k <= 1 or x <= 0:
         return float(tail(x))
     if x > 1000:
         return k * float(tail(x))
     a = math.sqrt(3)
-    end = 45.0 / (a * k)
+    end = _cutoff(k) / a
     m = int(math.ceil(end / min(math.pi / (16 * x), end / 4000)))
     m += m % 2
     t = np.linspace(0.0, end, m + 1)
@@ -95,6 +95,21 @@ def sum_tail(x: float, k: int) -> float:
     w[1:-1:2], w[2:-1:2] = 4.0, 2.0
     inside = (2 / math.pi) * (end / m / 3) * float(w @ f)
     return min(max(1.0 - inside, 0.0), 1.0)
+
+
+@lru_cache(maxsize=256)
+def _cutoff(k: int) -> float:
+    """The u = √3 t past which φ(t)^k < 1e-17: k (u − log(1 + u)) = 17 log 10, by
+    bisection (near 0, φ^k is a Gaussian in t, so the cut-off shrinks like 1/√k)."""
+    goal = 17 * math.log(10) / k
+    lo, hi = 0.0, 60.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if mid - math.log1p(mid) < goal:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def threshold_bytes(

@@ -51,8 +51,8 @@ the trace's bytes add up to the `wire_bytes` metric.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -221,17 +221,20 @@ def _checked(option: Option, additive: bool, compressor: str) -> tuple:
     whether a phase is the second step of a divisible pair."""
     check(option, additive=additive, compressor=compressor)
     second = []
-    prev = None
+    opened: list[str] = []  # levels of the divisible pairs whose second step is ahead
     for s in option.steps:
         if isinstance(s, Op):
             second.append(False)
             continue
-        second.append(
-            prev is not None
-            and prev.level == s.level
-            and SECOND_STEP.get(prev.collective) == s.collective
-        )
-        prev = s
+        # the second step of the pair its level opened last (`intra:rs inter:ag*
+        # intra:ag*`: the intra allgather closes the intra reduce-scatter's pair), as
+        # `cluster.execute` pairs them
+        closes = s.collective in SECOND_STEP.values() and bool(opened) and opened[-1] == s.level
+        second.append(closes)
+        if closes:
+            opened.pop()
+        elif s.collective in ("reduce_scatter", "alltoall"):
+            opened.append(s.level)
     return tuple(second)
 
 
@@ -332,20 +335,15 @@ def simulate(
     costs: Costs,
     plan: Plan,
     keep_jobs: bool = True,
-    payloads: list[float | None] | None = None,
+    payloads: Sequence[Sequence[float | None] | None] | None = None,
     sync: Sync | None = None,
 ) -> Result:
     """Build and time one iteration; metrics follow DESIGN §5. An emulated worker's
-    virtual clock (issue #14) passes `payloads`, each bucket's compressed payload bytes
-    as measured (None: the compressor's model), and `sync`, which agrees every
+    virtual clock (issue #14) passes `payloads`, per bucket the payload bytes each of its
+    compressions made as measured (None: the compressor's model), and `sync`, which agrees every
     collective's start and end with the peers it runs with."""
     with no_gc():
         return _simulate(profile, costs, plan, keep_jobs, payloads, sync)
-
-
-def _constant(value: float) -> Callable[[float], float]:
-    """A payload model that answers `value` whatever the size (a measured payload)."""
-    return lambda _elements: value
 
 
 def _synced(tl: Timeline, sync: Sync) -> Callable[..., Job]:
@@ -381,10 +379,16 @@ def _ratio_payload(ratio: float) -> Callable[[float], float]:
 
 
 def _lower(
-    option: Option, bucket: list[int], b: int, x: _Ctx, elements: float | None = None
+    option: Option,
+    bucket: list[int],
+    b: int,
+    x: _Ctx,
+    elements: float | None = None,
+    fed: Sequence[float | None] | None = None,
 ) -> tuple[list[_Step], int]:
     """One bucket's option as a chain of steps, and the index of the first step that must
-    wait for backward to end (len(steps) when none)."""
+    wait for backward to end (len(steps) when none). `fed`: the payload each compression
+    (`c`, in order) made as measured, one chunk's bytes (None: the size model's)."""
     c = x.c
     second = _checked(option, c.additive, c.compressor)
     if elements is None:
@@ -418,6 +422,7 @@ def _lower(
     # workers' gradients summed into the dense values held, and into each payload held
     # (a threshold payload compressed from a sum keeps more values: `compress.law`)
     summed, psum = 1, 1
+    compressions = 0  # the `c`s so far, for `fed`
     frames: list[list[Any]] = []  # rooted sections: [level, actor, changed]
     actor = "w0"
     core = f"cpu:{b % x.cores}"
@@ -461,7 +466,14 @@ def _lower(
                 psum = summed
                 if summed > 1 and c.bucket_bytes is not None:
                     payload = _summed_payload(c.bucket_bytes, bucket, x, summed)
-                held, k, own, comp = chunks * payload(per), 1, True, True
+                # (a multi-round compressor's phase carries every round: low-rank sizes
+                # follow the shapes alone, the model's are exact)
+                measured = None
+                if fed is not None and rounds == 1 and compressions < len(fed):
+                    measured = fed[compressions]
+                compressions += 1
+                made = payload(per) if measured is None else measured
+                held, k, own, comp = chunks * made, 1, True, True
                 last_compress = (stream, seconds, on_gpu)
                 if frames:
                     frames[-1][2] = True
@@ -501,8 +513,8 @@ def _lower(
                 work = core_s / (max(c.servers, 1) * c.server_cores)
             dur, sent = x.servers_comm(coll, size, rings, work)
             emit(stream, "comm", dur, sent, f"{tag} {s.token}", False)
-            if comp:
-                k, own, psum = 1, False, psum * n
+            if comp:  # the servers sum every payload each machine's ranks pushed
+                k, own, psum = 1, False, psum * k * n
             else:
                 summed *= n
             continue
@@ -525,7 +537,7 @@ def _lower(
         if coll == "reduce_scatter":
             e /= n
             if comp:
-                held, k, own, psum = held / n, 1, False, psum * n
+                held, k, own, psum = held / n, 1, False, psum * k * n
             if level == "intra":
                 rings = G
         elif coll == "alltoall":
@@ -544,7 +556,7 @@ def _lower(
                 e *= n
         elif coll == "allreduce":
             if comp:
-                k, own, psum = 1, False, psum * n
+                k, own, psum = 1, False, psum * k * n
         elif coll in ("reduce", "gather"):
             if comp:
                 held *= n
@@ -601,7 +613,7 @@ def _simulate(
     costs: Costs,
     plan: Plan,
     keep_jobs: bool,
-    payloads: list[float | None] | None = None,
+    payloads: Sequence[Sequence[float | None] | None] | None = None,
     sync: Sync | None = None,
 ) -> Result:
     tl = Timeline()
@@ -622,12 +634,9 @@ def _simulate(
                 done = i + 1
         if n == 1 or opt is None:
             continue
+        # this bucket's payloads as they were on the wire, in place of the size model's
         measured = None if payloads is None else payloads[b]
-        if measured is not None:  # this bucket's payload as it was on the wire, in
-            # place of the size model's (3LC's and threshold's expected bytes too)
-            x.c = replace(costs, payload_bytes=_constant(measured), bucket_bytes=None)
-        steps, cut = _lower(opt, bucket, b, x, None if sizes is None else sizes[b])
-        x.c = costs
+        steps, cut = _lower(opt, bucket, b, x, None if sizes is None else sizes[b], measured)
         job = last
         for stream, kind, dur, nbytes, label, _ in steps[:cut]:
             job = add(stream, label, kind, dur, (job,), nbytes)
