@@ -238,9 +238,13 @@ class Kernel:
         for steps, cut, t, _ in rest:  # pending: from their steps that wait for backward
             chains.append((steps, cut, t, -math.inf))
         pending = {}
+        # a backward job has run since the slot's bucket: only then does a chain's release
+        # follow the backward (a bucket sharing the slot's tensor, a partition, has none)
+        moved = False
         for b in range(m + 1, len(plan.buckets)):
             bucket, opt = plan.buckets[b], plan.options[b]
             if bucket and bucket[-1] >= done_at:
+                moved = True
                 piece = bw[max(bucket[0], done_at) : bucket[-1] + 1]
                 seconds = reduce(_plus, piece, 0.0)
                 early.setdefault("compute", []).append((now, ready, seconds, update))
@@ -255,7 +259,8 @@ class Kernel:
                 continue
             steps, cut = self._steps(bucket, opt, b, None if sizes is None else sizes[b])[:2]
             after = sum(d for _, d, _, _ in steps) + update
-            t, moving, ends = _enqueue(steps, 0, cut, now, ready, after, early, base, ends, None)
+            release = ready if moved else -math.inf
+            t, moving, ends = _enqueue(steps, 0, cut, now, release, after, early, base, ends, None)
             chains.append((steps, cut, t, moving))
         backward_base = now  # the backward's end without the candidate's steps, exact
         tails = now
