@@ -133,6 +133,7 @@ def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(
     assert simulate_cell(c).metrics["iteration_s"] == pytest.approx(e.iteration_s, rel=0.05)
 
 
+@pytest.mark.slow
 def test_real_gradients_are_planned_at_scales_fitted_out_of_sample(ray_local):
     """`compute_time: measured`, threshold at 1e-3: the workers send their real
     gradients' payloads, and the simulator plans the cell at each tensor's scale fitted on
@@ -148,6 +149,7 @@ def test_real_gradients_are_planned_at_scales_fitted_out_of_sample(ray_local):
     assert simulate_cell(c).metrics["wire_bytes"] == pytest.approx(3 * sent, rel=0.10)
 
 
+@pytest.mark.slow
 def test_a_threshold_payload_compressed_after_a_sum_is_planned_as_one(ray_local):
     """byteps-compress: each machine's 2 GPUs reduce-scatter, then compress their summed
     shard, which keeps more values past the threshold than one worker's gradient would:
