@@ -40,7 +40,7 @@ def fit_scale(values: np.ndarray) -> float:
     magnitudes = np.abs(np.asarray(values, dtype=np.float64).reshape(-1))
     if magnitudes.size == 0:
         return 1.0
-    return max(float(np.median(magnitudes)), 1e-30) / MEDIAN_T
+    return max(float(np.median(magnitudes)), 1e-30) / median_t()
 
 
 def tail(x: np.ndarray | float) -> np.ndarray:
@@ -200,4 +200,7 @@ def _mean_pieces(q: np.ndarray, groups: int) -> np.ndarray:
     return 2.0 * pieces[:, :groups].mean(axis=1)  # P and G-1-P range over the same set
 
 
-MEDIAN_T = float(_tail_inverse(np.array([0.5]))[0])  # the median of |T|, ν = 3
+@lru_cache(maxsize=1)
+def median_t() -> float:
+    """The median of |T|, ν = 3 (≈ 0.765)."""
+    return float(_tail_inverse(np.array([0.5]))[0])

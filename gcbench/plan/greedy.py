@@ -285,9 +285,8 @@ def greedy(
             assert fast is not None and inc.checkpoints is not None
             empty = list(shape.options)
             empty[m] = None
-            if fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at) > bar() * (
-                PRUNE_MARGIN
-            ):
+            without = fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at)
+            if without > bar() * PRUNE_MARGIN:
                 got = slots[lo, hi] = (shape, None, set())
                 return got
             where = fast.slot(shape, inc.checkpoints, at, m, bar())
