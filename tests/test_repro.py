@@ -63,7 +63,8 @@ def test_every_reproduced_figure_is_pinned_and_every_miss_has_a_cause(result):
     causes = yaml.safe_load((ROOT / "suites/repro/causes.yaml").read_text())
     s = summary(rows)
     assert set(s["beyond_25pct"]) <= set(causes), set(s["beyond_25pct"]) - set(causes)
-    assert s["median_abs_error_out_of_sample"] == pytest.approx(0.184, abs=0.005)  # issue: 15%
+    assert s["median_abs_error_out_of_sample"] == pytest.approx(0.086, abs=0.005)
+    assert s["median_abs_error_out_of_sample"] <= 0.15  # the issue's bound
 
 
 def test_reproduce_writes_its_page_and_json(tmp_path):

@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gcbench.cli import CLUSTER_FLAGS, NETWORK_FLAGS, NETWORK_UNFLAGGED, app
+from gcbench.compress.costs import qr_s
+from gcbench.compress.lowrank import lowrank_view
 from gcbench.compress.specs import ADDITIVE, KINDS, SPLITTABLE
 from gcbench.config import Cell, Cluster, Network, expand, load_suite
 from gcbench.config.grid import expand_counted
@@ -18,8 +20,9 @@ from gcbench.errors import ConfigError
 from gcbench.sim import simulate_cell
 from gcbench.sim.costs import cell_profile, costs_for, round_bytes
 from gcbench.sim.iteration import Plan, fuse, simulate
+from gcbench.sim.kernel import Kernel
 from gcbench.sim.options import PRESETS
-from gcbench.sim.strategies import BUILDERS, hipress_partitions
+from gcbench.sim.strategies import ALLREDUCE_PAYLOADS, BUILDERS, hipress_partitions
 
 from conftest import ROOT, write
 
@@ -150,7 +153,10 @@ def test_byteps_compress_pays_for_the_servers_compression():
 # --- low rank, COVAP, HiPress -------------------------------------------------------------
 
 
-def test_powersgd_allreduces_p_then_q_of_each_tensors_shape():
+def test_powersgd_runs_each_bucket_as_torchs_hook_does():
+    """Power-SGD* is torch's powerSGD_hook: per bucket an allreduce of the uncompressed
+    tensors, then of the Ps, then of the Qs, each after the one before; two QRs per
+    compressed matrix; and backward waits for the bucket (the hook synchronises)."""
     c = cell(strategy="powersgd", compressor="powersgd-r4")
     r = simulate_cell(c)
     n = 32
@@ -159,10 +165,38 @@ def test_powersgd_allreduces_p_then_q_of_each_tensors_shape():
     sent = 2 * (n - 1) / n * (sum(p_bytes) + sum(q_bytes))
     assert r.metrics["wire_bytes"] == pytest.approx(sent, abs=len(profile.tensors))
     comm = {s.name: s for s in r.spans if s.kind == "comm"}
-    assert len(comm) == 2 * r.metrics["buckets"]  # P, then Q, per bucket
-    for b in range(r.metrics["buckets"]):
-        p, q = comm[f"bucket {b} flat:ar*"], comm[f"bucket {b} flat:ar* round 1"]
-        assert q.start_s >= p.end_s  # Q is computed from the summed P
+    buckets = fuse(profile, "ddp")
+    assert len(comm) == 3 * len(buckets)
+    raw_bytes = [q if p == 0 else 0.0 for p, q in zip(p_bytes, q_bytes, strict=True)]
+    backward = {s.name: s for s in r.spans if s.kind == "backward"}
+    for b, bucket in enumerate(buckets):
+        raw, p, q = (comm[f"bucket {b} flat:ar*{t}"] for t in ("", " round 1", " round 2"))
+        assert raw.bytes == pytest.approx(2 * (n - 1) / n * sum(raw_bytes[i] for i in bucket))
+        assert raw.end_s <= p.start_s and p.end_s <= q.start_s  # Q comes from the summed P
+        if bucket[-1] + 1 < len(profile.tensors):  # backward resumes after the bucket
+            assert backward[profile.tensors[bucket[-1] + 1].name].start_s >= q.end_s
+    m = r.metrics  # nothing overlaps: every second of communication is exposed
+    assert m["comm_exposed_s"] == pytest.approx(m["comm_total_s"], rel=1e-9)
+    matrices = sum(lowrank_view(t.shape, 4) is not None for t in profile.tensors)
+    plain = simulate_cell(c, option=ALLREDUCE_PAYLOADS).metrics  # the compressor's one QR
+    extra = m["compress_total_s"] - plain["compress_total_s"]
+    assert extra == pytest.approx(matrices * qr_s(4), rel=1e-9)
+
+
+def test_low_rank_compression_charges_one_qr_per_compressed_matrix():
+    """A GPU QR is bound by launches, so a bucket of many small matrices costs more than
+    its bytes say: each compressed matrix adds `qr_s(rank)` (ACP-SGD §IV-C's
+    torch.linalg.qr), vectors nothing, and a measured cost table's line stands alone."""
+    assert qr_s(4) == pytest.approx(53.2e-6) and qr_s(32) == pytest.approx(189.0e-6)
+    for kind, rank in (("acpsgd-r4", 4), ("powersgd:rank=32", 32)):
+        c = cell(strategy=kind.split("-")[0].split(":")[0], compressor=kind, model="bert-base")
+        profile, costs = cell_profile(c), costs_for(c)
+        assert costs.tensor_compress_s is not None
+        for t, extra in zip(profile.tensors, costs.tensor_compress_s, strict=True):
+            assert extra == (0.0 if lowrank_view(t.shape, rank) is None else qr_s(rank))
+    with pytest.raises(ValueError, match="synchronous"):
+        c = cell(strategy="powersgd", compressor="powersgd-r4")
+        Kernel(cell_profile(c), BUILDERS["powersgd"](c, cell_profile(c), costs_for(c))[0].costs)
 
 
 def test_acpsgd_alternates_p_and_q_and_reports_the_mean():

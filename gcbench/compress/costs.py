@@ -340,3 +340,21 @@ def gpu_table(device: str) -> CostTable:
             )
         table.compress[name], table.decompress[name] = models
     return table
+
+
+# `torch.linalg.qr` of one tall, thin fp32 matrix on a GPU, the orthogonalisation PowerSGD
+# and ACP-SGD run once per matrix (ACP-SGD §IV-C: "torch.linalg.qr ... for efficient
+# orthogonalization", and so do its Power-SGD baselines). On CUDA it is cuSOLVER's geqrf
+# then orgqr (the default path since pytorch/pytorch#56256), a sequence of small kernels
+# per column, so it is bound by launches, not by the matrix's bytes, and the per-byte
+# roofline above cannot see it. A line through the cuSOLVER timings an H100 gave in
+# pytorch/pytorch#173788 (16 x 4: 53.2 us, 128 x 32: 189.0 us); not fitted to any
+# training figure, and used for every GPU (launch costs differ far less between GPUs
+# than bandwidths do; an older stack is likely slower, so this is a lower bound).
+QR_US_AT = ((4, 53.2), (32, 189.0))  # (columns, microseconds)
+
+
+def qr_s(columns: int) -> float:
+    """Seconds of one GPU `torch.linalg.qr` of a matrix with `columns` columns (its rank)."""
+    (c0, t0), (c1, t1) = QR_US_AT
+    return max(t0 + (t1 - t0) * (columns - c0) / (c1 - c0), 0.0) * 1e-6

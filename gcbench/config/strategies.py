@@ -69,7 +69,10 @@ STRATEGIES: dict[str, StrategyInfo] = {
         "any",
     ),
     "powersgd": StrategyInfo(
-        "Power-SGD* (with WFBP and tensor fusion): allreduce P, then Q", "own", "powersgd"
+        "Power-SGD* as torch's powerSGD_hook runs it: per bucket allreduce the vectors, "
+        "then P, then Q; the hook's final synchronize holds backward until the bucket is done",
+        "own",
+        "powersgd",
     ),
     "acpsgd": StrategyInfo(
         "ACP-SGD: one allreduce per step, alternating P and Q", "own", "acpsgd"

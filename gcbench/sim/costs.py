@@ -191,10 +191,25 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
         "compressor": kind,
     }
     if hasattr(compressor, "wire_bytes_for_shape"):  # low-rank: factors follow each shape
-        out["tensor_round_bytes"] = round_bytes(cell, cell_profile(cell))
+        profile = cell_profile(cell)
+        out["tensor_round_bytes"] = round_bytes(cell, profile)
+        if cell.compressor_costs is None:  # a measured table's line holds one QR a call
+            rank = int(compressor.rank)  # type: ignore[attr-defined]  # low-rank kinds
+            out["tensor_compress_s"] = orthogonalisation_s(profile, rank)
     elif compressor.law_sized:  # 3LC, threshold: a bucket's expected size on the law
         out["bucket_bytes"] = _bucket_bytes(cell, compressor)
     return out
+
+
+def orthogonalisation_s(profile: ModelProfile, rank: int) -> tuple[float, ...]:
+    """GPU seconds of each tensor's orthogonalisation a step: one `torch.linalg.qr` of its
+    rank-`rank` factor per compressed matrix (PowerSGD's P̂, ACP-SGD's alternate factor;
+    ACP-SGD §IV-C), none for a tensor sent uncompressed."""
+    from gcbench.compress.costs import qr_s
+    from gcbench.compress.lowrank import lowrank_view
+
+    qr = qr_s(rank)
+    return tuple(0.0 if lowrank_view(t.shape, rank) is None else qr for t in profile.tensors)
 
 
 def _bucket_bytes(cell: Cell, compressor: Any) -> Any:

@@ -113,6 +113,13 @@ class Costs:
     # tensors' ratio per round, and each compressed allreduce runs once per round
     # (PowerSGD: P, then Q from the summed P).
     tensor_round_bytes: tuple[tuple[float, ...], ...] | None = None
+    # GPU seconds each tensor adds to its bucket's compression beyond the per-byte cost
+    # (low-rank: orthogonalising its factor, a QR bound by launches, `compress.costs.qr_s`).
+    tensor_compress_s: tuple[float, ...] | None = None
+    # Each bucket's communication finishes before backward goes on: PyTorch's
+    # powerSGD_hook (Power-SGD*) ends with torch.cuda.synchronize in a callback that runs
+    # on the autograd thread (see `sim.strategies`), so nothing overlaps its buckets.
+    synchronous: bool = False
     # For compressors whose payload depends on the values (3LC, threshold): a bucket's
     # expected payload, given its tensors' indices and how many workers' gradients were
     # summed before it was compressed (`compress.law`: from their sizes, and their
@@ -402,6 +409,10 @@ def _lower(
     elif c.bucket_bytes is not None:  # 3LC, threshold: this bucket's expected ratio
         payloads = [_summed_payload(c.bucket_bytes, bucket, x, 1)]
     payload, rounds = payloads[0], len(payloads)
+    extra = 0.0  # per-tensor GPU compression seconds of the whole bucket
+    if c.tensor_compress_s is not None:
+        extra = sum(c.tensor_compress_s[i] for i in bucket)
+        whole = float(sum(x.numel[i] for i in bucket))
 
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
     G = x.G
@@ -461,6 +472,8 @@ def _lower(
                 per = e / chunks
                 f = c.compress_s if on_gpu else c.cpu_compress_s
                 seconds = chunks * f(per) / speed / rounds  # the first round's share
+                if on_gpu and extra:  # the share of the bucket's tensors compressed here
+                    seconds += extra * min(chunks * per / max(whole, 1.0), 1.0) / rounds
                 emit(stream, "compress", seconds, 0, f"{tag} compress", on_gpu)
                 summed *= k  # the pieces an uncompressed alltoall brought, summed first
                 psum = summed
@@ -638,6 +651,11 @@ def _simulate(
         measured = None if payloads is None else payloads[b]
         steps, cut = _lower(opt, bucket, b, x, None if sizes is None else sizes[b], measured)
         job = last
+        if costs.synchronous:  # the whole chain now, and backward goes on after it
+            for stream, kind, dur, nbytes, label, _ in steps:
+                job = add(stream, label, kind, dur, (job,), nbytes)
+            last = job
+            continue
         for stream, kind, dur, nbytes, label, _ in steps[:cut]:
             job = add(stream, label, kind, dur, (job,), nbytes)
         rest.append((steps, cut, job))

@@ -123,7 +123,13 @@ class Kernel:
         self.ctx = _Ctx(costs, self.numel)
         self.cache: dict[tuple[Any, ...], _Lowering] = {}
         self._uses: dict[Any, tuple[int, int]] = {}
-        self._by_size = costs.tensor_round_bytes is None and costs.bucket_bytes is None
+        if costs.synchronous:
+            raise ValueError("the kernel times asynchronous buckets only (Costs.synchronous)")
+        self._by_size = (
+            costs.tensor_round_bytes is None
+            and costs.bucket_bytes is None
+            and costs.tensor_compress_s is None
+        )
         self._prefix = [0]
         for n in self.numel:
             self._prefix.append(self._prefix[-1] + n)

@@ -10,10 +10,16 @@ the mean over one period (DESIGN §5 Metrics).
 - `fp32`, `fp32-2level`, `fp16`, `allgather`, `allgather-2level` (HiTopKComm),
   `allreduce` (additive compressors), `ps`, `byteps`, `byteps-compress`: one option on
   every bucket (`options.PRESETS`).
-- `powersgd`: Power-SGD* (ACP-SGD §III-A: PowerSGD with wait-free backpropagation and
-  tensor fusion): each bucket compresses on the GPU, allreduces P, computes Q from the
-  summed P and allreduces it, then decompresses; P and Q have each tensor's own shape
-  (vectors go uncompressed with Q).
+- `powersgd`: Power-SGD* (ACP-SGD §IV: PowerSGD with wait-free backpropagation and
+  tensor fusion, "implemented on PyTorch's communication hook"), as torch's
+  `powerSGD_hook` runs each bucket: orthogonalise every reused Q and compute P = M Q;
+  allreduce the bucket's uncompressed tensors (vectors), then the Ps; orthogonalise every
+  P, compute Q = Mᵀ P and allreduce the Qs; decompress. Three allreduces and two QRs per
+  matrix a step. Its last callback calls `torch.cuda.synchronize`, and a NCCL future's
+  callbacks run inline on the thread that attaches them (pytorch/pytorch#48561), which
+  is the autograd thread calling the hook: backward stops until the bucket is
+  synchronised, so no bucket overlaps the backward (`Costs.synchronous`). This is the
+  "performance interference" ACP-SGD §V-B sees in Power-SGD* on large models.
 - `acpsgd`: ACP-SGD (Algorithm 2): one allreduce per step, P on even steps, Q on odd ones.
 - `covap`: COVAP (§III): the fusion buckets cut into shards (§III-C), shard t
   allreduced uncompressed at step k iff (t + k) mod I == 0 (§III-A).
@@ -81,7 +87,26 @@ for _name, _option in PRESETS.items():
 
 @register("powersgd")
 def _powersgd(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    return [Step(Plan.uniform(fuse(profile, cell.fusion), ALLREDUCE_PAYLOADS), costs)]
+    plan = Plan.uniform(fuse(profile, cell.fusion), ALLREDUCE_PAYLOADS)
+    return [Step(plan, torch_hook_costs(costs))]
+
+
+def torch_hook_costs(costs: Costs) -> Costs:
+    """PowerSGD's costs as torch's `powerSGD_hook` incurs them: a first allreduce of the
+    bucket's uncompressed tensors, then P's, then Q's (the compressor's two rounds carry
+    P, then Q with the uncompressed tensors); each matrix's reused Q orthogonalised as
+    well as its P (warm start); the hook synchronous (module docstring)."""
+    assert costs.tensor_round_bytes is not None and len(costs.tensor_round_bytes) == 2
+    p, q = costs.tensor_round_bytes
+    raw = tuple(b if a == 0 else 0.0 for a, b in zip(p, q, strict=True))
+    factors = tuple(0.0 if a == 0 else b for a, b in zip(p, q, strict=True))
+    extra = costs.tensor_compress_s
+    return replace(
+        costs,
+        tensor_round_bytes=(raw, p, factors),
+        tensor_compress_s=None if extra is None else tuple(2 * s for s in extra),
+        synchronous=True,
+    )
 
 
 @register("acpsgd")
