@@ -213,6 +213,8 @@ def test_low_rank_strategies_factor_each_tensor_and_time_as_the_simulator(ray_lo
         wall = Cell.model_validate({**c.model_dump(), "mode": "emulate", "clock": "wall"})
         ew = emulate_cell(wall, steps=2, keep=True)
         assert ew.phase_bytes == e.phase_bytes
+        # its two rounds' bytes as sent (the simulator times torch's hook: three rounds)
+        assert ew.metrics["wire_bytes"] == pytest.approx(e.metrics["wire_bytes"], rel=1e-9)
         assert all(torch.equal(a, b) for a, b in zip(ew.aggregates, e.aggregates, strict=True))
         names = {(s.stream, s.name) for s in ew.spans}
         assert ("inter_tx", "bucket 0 flat:ar* round 1") in names

@@ -173,7 +173,7 @@ class Worker:
         `planned`: a planner's plan, made by the task that runs the cell."""
         from gcbench.cluster.emulate import period_of
         from gcbench.cluster.server import Servers
-        from gcbench.sim.costs import period_mean
+        from gcbench.sim.costs import costs_for, period_mean
 
         if servers:
             g = self.gpus
@@ -240,6 +240,10 @@ class Worker:
             device = "cuda" if torch.cuda.is_available() and _holds_gpu() else "cpu"
             backward = Backward(profile, cell.seed, device)
         measured: list[Any] = []  # the profile as each step measured it
+        # the costs whose phases the workers run: the simulator times `powersgd` as torch's
+        # hook (three allreduces a bucket), while the workers send the compressor's two
+        # rounds (P, then Q with the uncompressed tensors; `sim.strategies`)
+        own_costs = costs_for(cell) if cell.strategy == "powersgd" else None
         for step in range(steps):
             plan, costs = period[step % len(period)].plan, period[step % len(period)].costs
             options = executed(plan.options, cell.strategy)
@@ -258,7 +262,7 @@ class Worker:
                 # the bytes on the wire as the simulator counts them (a ring allreduce's
                 # 2(n-1)/n of the vector...), for the payloads this step sent
                 sent = payloads(plan.options, phase_bytes[-1:], self.groups.sizes, comp.splittable)
-                fed = simulate(profile, costs, plan, payloads=sent)
+                fed = simulate(profile, own_costs or costs, plan, payloads=sent)
                 wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
                 for j in jobs:
                     j.bytes = wire.get(j.name, j.bytes)

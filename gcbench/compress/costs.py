@@ -347,14 +347,19 @@ def gpu_table(device: str) -> CostTable:
 # orthogonalization", and so do its Power-SGD baselines). On CUDA it is cuSOLVER's geqrf
 # then orgqr (the default path since pytorch/pytorch#56256), a sequence of small kernels
 # per column, so it is bound by launches, not by the matrix's bytes, and the per-byte
-# roofline above cannot see it. A line through the cuSOLVER timings an H100 gave in
-# pytorch/pytorch#173788 (16 x 4: 53.2 us, 128 x 32: 189.0 us); not fitted to any
-# training figure, and used for every GPU (launch costs differ far less between GPUs
-# than bandwidths do; an older stack is likely slower, so this is a lower bound).
+# roofline above cannot see it. The H100 cuSOLVER timings published in
+# pytorch/pytorch#173788 are 53.2 us (16 x 4), 77.5 (4 x 16), 60.0 (16 x 16) and 189.0
+# (128 x 32): tiny square matrices take a faster path, and the factors gcbench
+# orthogonalises are tall (hundreds to tens of thousands of rows, r columns), like the
+# 128 x 32 point. The cost is a line in the columns through the two tall points, held at
+# the 4-column figure below 4 columns; for rank 4 the 16-row point likely understates a
+# tall factor, so this leans low. Not fitted to any training figure, and used for every
+# GPU (launch costs differ far less between GPUs than bandwidths do; an older stack is
+# likely slower).
 QR_US_AT = ((4, 53.2), (32, 189.0))  # (columns, microseconds)
 
 
 def qr_s(columns: int) -> float:
-    """Seconds of one GPU `torch.linalg.qr` of a matrix with `columns` columns (its rank)."""
+    """Seconds of one GPU `torch.linalg.qr` of a tall matrix with `columns` columns."""
     (c0, t0), (c1, t1) = QR_US_AT
-    return max(t0 + (t1 - t0) * (columns - c0) / (c1 - c0), 0.0) * 1e-6
+    return (t0 + (t1 - t0) * (max(columns, c0) - c0) / (c1 - c0)) * 1e-6

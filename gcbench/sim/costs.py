@@ -193,9 +193,10 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
     if hasattr(compressor, "wire_bytes_for_shape"):  # low-rank: factors follow each shape
         profile = cell_profile(cell)
         out["tensor_round_bytes"] = round_bytes(cell, profile)
-        if cell.compressor_costs is None:  # a measured table's line holds one QR a call
-            rank = int(compressor.rank)  # type: ignore[attr-defined]  # low-rank kinds
-            out["tensor_compress_s"] = orthogonalisation_s(profile, rank)
+        # per compressed matrix; a measured table's line, fitted on one matrix a call,
+        # already holds one QR, so it is then counted once more per bucket
+        rank = int(compressor.rank)  # type: ignore[attr-defined]  # low-rank kinds
+        out["tensor_compress_s"] = orthogonalisation_s(profile, rank)
     elif compressor.law_sized:  # 3LC, threshold: a bucket's expected size on the law
         out["bucket_bytes"] = _bucket_bytes(cell, compressor)
     return out

@@ -409,10 +409,9 @@ def _lower(
     elif c.bucket_bytes is not None:  # 3LC, threshold: this bucket's expected ratio
         payloads = [_summed_payload(c.bucket_bytes, bucket, x, 1)]
     payload, rounds = payloads[0], len(payloads)
-    extra = 0.0  # per-tensor GPU compression seconds of the whole bucket
-    if c.tensor_compress_s is not None:
-        extra = sum(c.tensor_compress_s[i] for i in bucket)
-        whole = float(sum(x.numel[i] for i in bucket))
+    # per-tensor GPU seconds of each compression of this bucket (low-rank QRs: bound by
+    # launches, so a shard of every matrix costs as many as the whole)
+    extra = 0.0 if c.tensor_compress_s is None else sum(c.tensor_compress_s[i] for i in bucket)
 
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
     G = x.G
@@ -472,8 +471,8 @@ def _lower(
                 per = e / chunks
                 f = c.compress_s if on_gpu else c.cpu_compress_s
                 seconds = chunks * f(per) / speed / rounds  # the first round's share
-                if on_gpu and extra:  # the share of the bucket's tensors compressed here
-                    seconds += extra * min(chunks * per / max(whole, 1.0), 1.0) / rounds
+                if on_gpu:
+                    seconds += extra / rounds
                 emit(stream, "compress", seconds, 0, f"{tag} compress", on_gpu)
                 summed *= k  # the pieces an uncompressed alltoall brought, summed first
                 psum = summed

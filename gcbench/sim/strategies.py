@@ -10,16 +10,20 @@ the mean over one period (DESIGN §5 Metrics).
 - `fp32`, `fp32-2level`, `fp16`, `allgather`, `allgather-2level` (HiTopKComm),
   `allreduce` (additive compressors), `ps`, `byteps`, `byteps-compress`: one option on
   every bucket (`options.PRESETS`).
-- `powersgd`: Power-SGD* (ACP-SGD §IV: PowerSGD with wait-free backpropagation and
+- `powersgd`: Power-SGD* (ACP-SGD §V-A: PowerSGD with wait-free backpropagation and
   tensor fusion, "implemented on PyTorch's communication hook"), as torch's
   `powerSGD_hook` runs each bucket: orthogonalise every reused Q and compute P = M Q;
   allreduce the bucket's uncompressed tensors (vectors), then the Ps; orthogonalise every
   P, compute Q = Mᵀ P and allreduce the Qs; decompress. Three allreduces and two QRs per
-  matrix a step. Its last callback calls `torch.cuda.synchronize`, and a NCCL future's
-  callbacks run inline on the thread that attaches them (pytorch/pytorch#48561), which
-  is the autograd thread calling the hook: backward stops until the bucket is
-  synchronised, so no bucket overlaps the backward (`Costs.synchronous`). This is the
-  "performance interference" ACP-SGD §V-B sees in Power-SGD* on large models.
+  matrix a step. Its last callback calls `torch.cuda.synchronize`, and a NCCL future is
+  marked complete as soon as its collective is enqueued (ProcessGroupNCCL's
+  `collective`), so `then` runs its callbacks inline (pytorch/pytorch#48499, #48561) on
+  the thread that attaches them, the autograd thread calling the hook: backward stops
+  until the bucket is synchronised, so no bucket overlaps the backward
+  (`Costs.synchronous`). ACP-SGD §IV-A: in Power-SGD "the communication tasks will block
+  the subsequent back-propagation operations"; §V-C calls it Power-SGD*'s "performance
+  interference" on large models. The emulator's workers send the uncompressed tensors
+  with Q (two allreduces, the same bytes); its virtual clock charges the hook's three.
 - `acpsgd`: ACP-SGD (Algorithm 2): one allreduce per step, P on even steps, Q on odd ones.
 - `covap`: COVAP (§III): the fusion buckets cut into shards (§III-C), shard t
   allreduced uncompressed at step k iff (t + k) mod I == 0 (§III-A).
