@@ -174,16 +174,18 @@ def test_a_threshold_payload_compressed_after_a_sum_is_planned_as_one(ray_local)
 
 @pytest.mark.parametrize("strategy", ["powersgd", "acpsgd"])
 def test_low_rank_strategies_factor_each_tensor_and_time_as_the_simulator(ray_local, strategy):
-    """PowerSGD (P allreduced, then Q from the summed P) and ACP-SGD (P on even steps, Q
-    on odd ones) on each tensor's own matrix, the factors of a bucket fused into one
-    allreduce per round: each worker sends exactly the simulator's bytes, the virtual
+    """PowerSGD as torch's hook runs it (the uncompressed tensors, P, then Q from the
+    summed P) and ACP-SGD (P on even steps, Q on odd ones) on each tensor's own matrix,
+    the factors of a bucket fused into one allreduce per round: each worker sends exactly
+    the simulator's bytes, the virtual
     clock equals the simulator's (ACP-SGD: the mean over its period of two steps) to
     1e-9, and the aggregate equals the per-tensor algorithm run here on the same
     gradients (plain compressors, payloads summed by `reduce`)."""
     from gcbench.compress.lowrank import ACPSGD, PowerSGD
     from gcbench.sim import simulate_cell
 
-    c = cell(strategy, strategy)
+    # a bucket per tensor: vectors alone, matrices alone (the wall clock's order checked)
+    c = Cell.model_validate({**cell(strategy, strategy).model_dump(), "fusion": "tensor"})
     e = emulate_cell(c, steps=2, keep=True)
     sim = simulate_cell(c).metrics
     assert e.iteration_s == pytest.approx(sim["iteration_s"], rel=1e-9, abs=0)
@@ -217,8 +219,14 @@ def test_low_rank_strategies_factor_each_tensor_and_time_as_the_simulator(ray_lo
         assert ew.metrics["wire_bytes"] == pytest.approx(e.metrics["wire_bytes"], rel=1e-9)
         assert all(torch.equal(a, b) for a, b in zip(ew.aggregates, e.aggregates, strict=True))
         names = {(s.stream, s.name) for s in ew.spans}
-        assert ("inter_tx", "bucket 0 flat:ar* round 1") in names
-        assert ("compute", "bucket 0 compress round 1") in names
+        assert ("inter_tx", "bucket 0 flat:ar* round 2") in names  # the hook's three
+        assert ("compute", "bucket 0 compress round 2") in names
+        # synchronous: backward goes on only after the bucket's last work
+        first = {s.name: s for s in ew.spans if s.kind == "backward"}
+        for b, bucket in enumerate(plan.buckets):
+            end = max(s.start_s + s.dur_s for s in ew.spans if s.name.startswith(f"bucket {b} "))
+            if bucket[-1] + 1 < len(profile.tensors):
+                assert first[profile.tensors[bucket[-1] + 1].name].start_s >= end - 1e-6
 
 
 def test_covap_sends_the_selected_shards_with_error_feedback(ray_local):

@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gcbench.cluster.fused import Fused, HookFused
 from gcbench.compress import registry
 from gcbench.compress.base import generator
 from gcbench.compress.lowrank import (
@@ -378,3 +379,34 @@ def test_state_numel_and_reset():
     assert c.state_numel() == 8 * 2 + 6 * 2 + 8 * 6 + 6 * 2
     c.reset()
     assert c.state_numel() == 0
+
+
+def test_the_hooks_order_sends_the_same_bytes_and_sums_in_three_rounds():
+    """`HookFused` (the emulated `powersgd` strategy, torch's powerSGD_hook order): round 0
+    the bucket's uncompressed tensors, round 1 its Ps, round 2 its Qs; the same aggregate
+    and the same bytes in all as `Fused` over PowerSGD's two rounds; a worker's own
+    round-2 payload decompresses its vectors to its own values (error feedback)."""
+    shapes = {"b": [(16, 8), (8,), (32, 4, 3, 3), (5,)]}
+    numel = sum(math.prod(s) for s in shapes["b"])
+    grads = [torch.randn(numel, generator=torch.Generator().manual_seed(w)) for w in range(3)]
+
+    def run(cls):
+        comps = [cls(PowerSGD(rank=2), shapes) for _ in grads]
+        mine = [c.compress(g, "b", 0) for c, g in zip(comps, grads, strict=True)]
+        sent = [sum(p.wire_bytes for p in mine)]
+        for _ in range(1, comps[0].rounds):
+            summed = comps[0].reduce(mine)
+            mine = [c.compress(g, "b", 0, summed) for c, g in zip(comps, grads, strict=True)]
+            sent.append(sum(p.wire_bytes for p in mine))
+        return comps, mine, sent, comps[0].aggregate(mine, "b", 0)
+
+    _, _, two, want = run(Fused)
+    comps, mine, three, got = run(HookFused)
+    assert len(two) == 2 and len(three) == 3 and sum(three) == sum(two)
+    vectors = [8, 5]
+    assert three[0] == 3 * 4 * sum(vectors)  # the uncompressed tensors alone, first
+    assert three[1] == two[0]  # the Ps
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-6)
+    own = comps[1].decompress(mine[1], "b", 0)
+    at = 16 * 8
+    assert torch.equal(own[at : at + 8], grads[1][at : at + 8])

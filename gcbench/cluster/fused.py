@@ -51,6 +51,12 @@ class Fused(Compressor):
             at += n
         if at != x.numel():
             raise ValueError(f"fused: {key!r} holds {at} values, its gradient {x.numel()}")
+        return self._pack(parts, grad)
+
+    def _pack(self, parts: list[Payload], grad: Tensor) -> Payload:
+        """Every tensor of the parts' payloads in one fp32 vector, with the layout that
+        cuts it back (`_unpack`)."""
+        x = grad.detach().reshape(-1)
         layout: Layout = [
             (p.round, [(name, tuple(t.shape)) for name, t in p.tensors.items()], dict(p.info))
             for p in parts
@@ -109,3 +115,79 @@ class Fused(Compressor):
 
     def wire_bytes(self, numel: int, step: int) -> int:
         return self.inner.wire_bytes(numel, step)
+
+
+class HookFused(Fused):
+    """PowerSGD over buckets in the order torch's `powerSGD_hook` runs them (the
+    `powersgd` strategy, Power-SGD*: `sim.strategies`): round 0 the bucket's uncompressed
+    tensors (vectors, and matrices whose factors would not be smaller), round 1 every
+    compressed matrix's P, round 2 its Q from the summed P. The uncompressed tensors are
+    not sent again with Q: their sum, kept from round 0, is what decompressing a summed
+    round-2 payload gives them (a worker's own payload: its own values, for error
+    feedback). The same bytes as `Fused` over PowerSGD's two rounds, in three
+    allreduces."""
+
+    name = "fused-hook"
+
+    def __init__(self, inner: Compressor, shapes: Mapping[str, Sequence[tuple[int, ...]]]):
+        super().__init__(inner, shapes)
+        if inner.rounds != 2 or not hasattr(inner, "rank"):
+            raise ValueError(f"the hook's order is PowerSGD's, not {inner.name}'s")
+        self.rounds = 3  # type: ignore[misc]
+        self._own: dict[str, Tensor] = {}  # this step's round-0 vector, as compressed
+        self._sum: dict[str, Tensor] = {}  # and as summed (round 1 is given it)
+
+    def _raw(self, key: str) -> list[bool]:
+        """Which of the bucket's tensors go uncompressed."""
+        from gcbench.compress.lowrank import lowrank_view
+
+        rank = int(self.inner.rank)  # type: ignore[attr-defined]
+        return [lowrank_view(shape, rank) is None for shape in self.shapes[key]]
+
+    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
+        if prev is None:  # round 0: the uncompressed tensors
+            x = grad.detach().reshape(-1)
+            pieces, at = [], 0
+            for shape, raw in zip(self.shapes[key], self._raw(key), strict=True):
+                n = math.prod(shape)
+                if raw:
+                    pieces.append(x[at : at + n].float())
+                at += n
+            flat = torch.cat(pieces) if pieces else x.new_zeros(0, dtype=torch.float32)
+            self._own[key] = flat.clone()
+            return Payload({"flat": flat}, grad.shape, grad.dtype, 0, {"hook": "raw"})
+        if prev.round == 0:  # round 1: P of every matrix (PowerSGD's round 0)
+            self._sum[key] = prev.tensors["flat"].clone()
+            p = super().compress(grad, key, step)
+            return Payload(p.tensors, p.shape, p.dtype, 1, p.info)
+        if prev.round != 1:
+            raise ValueError(f"fused-hook: prev must be round 0 or 1, got {prev.round}")
+        # round 2: Q of every matrix from the summed P; the uncompressed tensors left out
+        before = Payload(prev.tensors, prev.shape, prev.dtype, 0, prev.info)
+        x = grad.detach().reshape(-1)
+        prevs = self._unpack(before)
+        parts: list[Payload] = []
+        at = 0
+        for i, (shape, raw) in enumerate(zip(self.shapes[key], self._raw(key), strict=True)):
+            n = math.prod(shape)
+            if raw:  # sent in round 0
+                parts.append(Payload({}, torch.Size(shape), grad.dtype, 1, {"hook_raw": True}))
+            else:
+                tensor = x[at : at + n].view(shape)
+                parts.append(self.inner.compress(tensor, f"{key}#{i}", step, prevs[i]))
+            at += n
+        p = self._pack(parts, grad)
+        return Payload(p.tensors, p.shape, p.dtype, 2, p.info)
+
+    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
+        if payload.round != 2:
+            raise ValueError("fused-hook decompresses the round-2 payload (Q)")
+        values = self._sum[key] if payload.info.get("reduced") else self._own[key]
+        out, at = [], 0
+        for i, p in enumerate(self._unpack(payload)):
+            if p.info.get("hook_raw"):
+                n = math.prod(p.shape)
+                p = Payload({"raw": values[at : at + n].view(p.shape)}, p.shape, p.dtype, 1)
+                at += n
+            out.append(self.inner.decompress(p, f"{key}#{i}", step).reshape(-1))
+        return torch.cat(out) if out else torch.zeros(0)

@@ -16,6 +16,7 @@ import datetime
 import os
 import queue
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,10 @@ from gcbench.config import Cell
 from gcbench.sim.engine import Job
 from gcbench.sim.iteration import Plan, Result, simulate, timeline_metrics
 from gcbench.sim.options import Op, Option
+
+# How long backward waits for a bucket under a synchronous hook before the step fails
+# (the process groups' own timeout is 30 s)
+SYNC_WAIT_S = 60.0
 
 
 def memory_kind(compressor: str) -> str:
@@ -173,7 +178,7 @@ class Worker:
         `planned`: a planner's plan, made by the task that runs the cell."""
         from gcbench.cluster.emulate import period_of
         from gcbench.cluster.server import Servers
-        from gcbench.sim.costs import costs_for, period_mean
+        from gcbench.sim.costs import period_mean
 
         if servers:
             g = self.gpus
@@ -184,11 +189,12 @@ class Worker:
         numels = [t.numel for t in profile.tensors]
         comp = create(cell.compressor.kind, **cell.compressor.params())
         if comp.family == "lowrank":  # factors of each tensor's matrix, fused per bucket
-            from gcbench.cluster.fused import Fused
+            from gcbench.cluster.fused import Fused, HookFused
 
             shapes = {f"bucket{b}": [tuple(profile.tensors[i].shape) for i in bucket]
                       for b, bucket in enumerate(plan.buckets)}  # fmt: skip
-            comp = Fused(comp, shapes)
+            # PowerSGD is only the `powersgd` strategy: torch's hook, three allreduces
+            comp = (HookFused if cell.strategy == "powersgd" else Fused)(comp, shapes)
         ef: dict[str, Any] = {}
         if comp.family == "covap":  # §III-D: the residual scaled by the ascending coefficient
             ef["coefficient"] = comp.ef_coefficient  # type: ignore[attr-defined]
@@ -240,10 +246,6 @@ class Worker:
             device = "cuda" if torch.cuda.is_available() and _holds_gpu() else "cpu"
             backward = Backward(profile, cell.seed, device)
         measured: list[Any] = []  # the profile as each step measured it
-        # the costs whose phases the workers run: the simulator times `powersgd` as torch's
-        # hook (three allreduces a bucket), while the workers send the compressor's two
-        # rounds (P, then Q with the uncompressed tensors; `sim.strategies`)
-        own_costs = costs_for(cell) if cell.strategy == "powersgd" else None
         for step in range(steps):
             plan, costs = period[step % len(period)].plan, period[step % len(period)].costs
             options = executed(plan.options, cell.strategy)
@@ -255,14 +257,14 @@ class Worker:
                 t0 = time.perf_counter()
                 outs, jobs, seconds = self.wall_step(
                     profile, replace(plan, options=options), xs, comp, memory, step, backward,
-                    cuts,
+                    cuts, costs.synchronous,
                 )  # fmt: skip
                 step_s.append(time.perf_counter() - t0)
                 phase_bytes.append([out.phase_bytes for out in outs])
                 # the bytes on the wire as the simulator counts them (a ring allreduce's
                 # 2(n-1)/n of the vector...), for the payloads this step sent
                 sent = payloads(plan.options, phase_bytes[-1:], self.groups.sizes, comp.splittable)
-                fed = simulate(profile, own_costs or costs, plan, payloads=sent)
+                fed = simulate(profile, costs, plan, payloads=sent)
                 wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
                 for j in jobs:
                     j.bytes = wire.get(j.name, j.bytes)
@@ -332,6 +334,7 @@ class Worker:
         step: int,
         backward: Any = None,
         cuts: list[tuple[int, int] | None] | None = None,
+        synchronous: bool = False,
     ) -> tuple[list[Outcome], list[Job], float]:
         """One iteration on the wall clock (issue #14's `clock: wall`), with the
         simulator's streams as threads: a compute thread waits out forward and backward
@@ -349,8 +352,17 @@ class Worker:
         forward and backward instead, and each bucket, filled into `xs` as its last
         gradient is ready, goes to this thread whole (its compression then runs here,
         beside backward, as on a stream of its own); `cuts`: each bucket's slice of its
-        tensors' gradient (`execute.shard_slices`), where it is a shard."""
+        tensors' gradient (`execute.shard_slices`), where it is a shard.
+
+        `synchronous` (torch's powerSGD_hook, `Costs.synchronous`): nothing is deferred,
+        and backward waits for each bucket's last work before it goes on."""
         B = len(plan.buckets)
+        finished = [threading.Event() for _ in range(B)]
+
+        def wait_for(b: int) -> None:
+            if synchronous and not finished[b].wait(SYNC_WAIT_S):
+                raise RuntimeError(f"bucket {b} not synchronised in {SYNC_WAIT_S} s")
+
         cuts = cuts or [None] * B
         dist.barrier(group=self.groups.flat)  # type: ignore[arg-type]
         t0 = time.perf_counter()
@@ -377,6 +389,7 @@ class Worker:
                     outs[b], log, f"bucket {b}", b,
                 )  # fmt: skip
                 handed.put((b, parts))
+                wait_for(b)  # (inside backward's hook, as torch's is)
 
             def ready(i: int, grad: torch.Tensor) -> None:
                 got[i] = grad
@@ -424,6 +437,9 @@ class Worker:
                         next(parts, None)
                         cursor = max(cursor, time.perf_counter() - t0)
                     handed.put((b, parts))
+                    if synchronous:  # backward goes on once the bucket is done
+                        wait_for(b)
+                        cursor = max(cursor, time.perf_counter() - t0)
                 return cursor
             finally:
                 handed.put(None)
@@ -433,11 +449,12 @@ class Worker:
             later: list[tuple[int, Iterator[str]]] = []
             while (item := handed.get()) is not None:
                 for marker in item[1]:  # the phases, up to the first deferred operation
-                    if marker == DEFERRED:
+                    if marker == DEFERRED and not synchronous:
                         later.append(item)
                         break
                 else:
                     self._drop(outs[item[0]])
+                finished[item[0]].set()
             backward_end = t0 + backward_done.result()
         _sleep_until(backward_end)
         for b, parts in later:

@@ -22,8 +22,8 @@ the mean over one period (DESIGN §5 Metrics).
   until the bucket is synchronised, so no bucket overlaps the backward
   (`Costs.synchronous`). ACP-SGD §IV-A: in Power-SGD "the communication tasks will block
   the subsequent back-propagation operations"; §V-C calls it Power-SGD*'s "performance
-  interference" on large models. The emulator's workers send the uncompressed tensors
-  with Q (two allreduces, the same bytes); its virtual clock charges the hook's three.
+  interference" on large models. The emulator runs the same order
+  (`cluster.fused.HookFused`) and, on the wall clock, holds backward for each bucket.
 - `acpsgd`: ACP-SGD (Algorithm 2): one allreduce per step, P on even steps, Q on odd ones.
 - `covap`: COVAP (§III): the fusion buckets cut into shards (§III-C), shard t
   allreduced uncompressed at step k iff (t + k) mod I == 0 (§III-A).
