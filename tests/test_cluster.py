@@ -215,7 +215,7 @@ def test_low_rank_strategies_factor_each_tensor_and_time_as_the_simulator(ray_lo
         wall = Cell.model_validate({**c.model_dump(), "mode": "emulate", "clock": "wall"})
         ew = emulate_cell(wall, steps=2, keep=True)
         assert ew.phase_bytes == e.phase_bytes
-        # its two rounds' bytes as sent (the simulator times torch's hook: three rounds)
+        # the wall clock's jobs carry the bytes each round sent
         assert ew.metrics["wire_bytes"] == pytest.approx(e.metrics["wire_bytes"], rel=1e-9)
         assert all(torch.equal(a, b) for a, b in zip(ew.aggregates, e.aggregates, strict=True))
         names = {(s.stream, s.name) for s in ew.spans}
@@ -734,6 +734,30 @@ def test_measured_compute_runs_the_real_backward_on_each_worker(ray_local, clock
     assert m["iteration_s"] >= m["compute_s"]
     backward = [s for s in e.spans if s.kind == "backward"]
     assert len(backward) == len(profile.tensors)
+
+
+@pytest.mark.slow
+def test_a_synchronous_hook_holds_the_real_backward_and_its_waits_are_not_compute(ray_local):
+    """Power-SGD* with `compute_time: measured` on the wall clock: the real backward
+    waits inside its hook for each bucket (a bucket per tensor here), the next tensor's
+    backward starts after the bucket's last work, and the measured backward times leave
+    the waits out (they are the bucket's, not compute)."""
+    base = cell("powersgd", "powersgd").model_dump()
+    c = Cell.model_validate({**base, "fusion": "tensor", "mode": "emulate", "clock": "wall",
+                             "compute_time": "measured"})  # fmt: skip
+    e = emulate_cell(c, steps=2, keep=True)
+    profile, plan, _ = plan_of(c)
+    backward = {s.name: s for s in e.spans if s.kind == "backward"}
+    held = 0.0
+    for b, bucket in enumerate(plan.buckets):
+        mine = [s for s in e.spans if s.name.startswith(f"bucket {b} ")]
+        end = max(s.start_s + s.dur_s for s in mine)
+        if bucket[-1] + 1 < len(profile.tensors):
+            nxt = backward[profile.tensors[bucket[-1] + 1].name]
+            assert nxt.start_s >= end - 1e-6
+            held += nxt.start_s - (backward[profile.tensors[bucket[-1]].name].start_s
+                                   + backward[profile.tensors[bucket[-1]].name].dur_s)
+    assert held > 0  # gaps between backward spans: the waits, outside compute
 
 
 def test_measured_compute_is_refused_for_a_model_it_cannot_run(tmp_path):

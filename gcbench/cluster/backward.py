@@ -56,12 +56,17 @@ class Backward:
         self.order = [params[t.name] for t in profile.tensors]
 
     def step(
-        self, rank: int, step: int, ready: Callable[[int, torch.Tensor], None] | None = None
+        self,
+        rank: int,
+        step: int,
+        ready: Callable[[int, torch.Tensor], float | None] | None = None,
     ) -> tuple[list[torch.Tensor], ModelProfile, float]:
         """One forward and backward on this worker's input for `step`: every tensor's
         gradient (1-D float32 on the CPU, in the profile's order), the profile as
         measured, and when forward began (`time.perf_counter`). `ready(i, grad)` is
-        called inside backward as tensor i's gradient is complete."""
+        called inside backward as tensor i's gradient is complete; the seconds it
+        returns held backward (a synchronous hook waiting for communication) and are left
+        out of the measured backward times."""
         from gcbench.zoo.trace import model_input
 
         p = self.profile
@@ -71,14 +76,16 @@ class Backward:
             inputs = model_input(p.name, p.batch_size, p.seq_len, self.device)
         marks: dict[int, float] = {}
         grads: list[torch.Tensor | None] = [None] * len(self.order)
+        held = 0.0  # seconds `ready` held backward so far
 
         def hook(param: torch.Tensor, i: int) -> None:
+            nonlocal held
             assert param.grad is not None
             grads[i] = param.grad.detach().reshape(-1).float().to("cpu", copy=True)
             self._sync()
-            marks[i] = time.perf_counter()
+            marks[i] = time.perf_counter() - held
             if ready is not None:
-                ready(i, grads[i])  # type: ignore[arg-type]
+                held += ready(i, grads[i]) or 0.0  # type: ignore[arg-type]
 
         handles = [
             t.register_post_accumulate_grad_hook(lambda q, i=i: hook(q, i))

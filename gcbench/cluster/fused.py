@@ -153,6 +153,8 @@ class HookFused(Fused):
                 if raw:
                     pieces.append(x[at : at + n].float())
                 at += n
+            if at != x.numel():
+                raise ValueError(f"fused-hook: {key!r} holds {at} values, its gradient {x.numel()}")
             flat = torch.cat(pieces) if pieces else x.new_zeros(0, dtype=torch.float32)
             self._own[key] = flat.clone()
             return Payload({"flat": flat}, grad.shape, grad.dtype, 0, {"hook": "raw"})
@@ -191,3 +193,8 @@ class HookFused(Fused):
                 at += n
             out.append(self.inner.decompress(p, f"{key}#{i}", step).reshape(-1))
         return torch.cat(out) if out else torch.zeros(0)
+
+    def reset(self) -> None:
+        super().reset()
+        self._own.clear()
+        self._sum.clear()

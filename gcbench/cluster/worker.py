@@ -358,10 +358,16 @@ class Worker:
         and backward waits for each bucket's last work before it goes on."""
         B = len(plan.buckets)
         finished = [threading.Event() for _ in range(B)]
+        failed = threading.Event()  # the communication thread stopped on an error
 
-        def wait_for(b: int) -> None:
-            if synchronous and not finished[b].wait(SYNC_WAIT_S):
-                raise RuntimeError(f"bucket {b} not synchronised in {SYNC_WAIT_S} s")
+        def wait_for(b: int) -> float:
+            """Under `synchronous`, wait until bucket `b` is done; the seconds waited."""
+            if not synchronous:
+                return 0.0
+            w0 = time.perf_counter()
+            if not finished[b].wait(SYNC_WAIT_S) or failed.is_set():
+                raise RuntimeError(f"bucket {b} not synchronised (its communication failed)")
+            return time.perf_counter() - w0
 
         cuts = cuts or [None] * B
         dist.barrier(group=self.groups.flat)  # type: ignore[arg-type]
@@ -377,8 +383,9 @@ class Worker:
                     owners.setdefault(i, []).append(b)
             left = [len(set(bucket)) for bucket in plan.buckets]
             got: dict[int, torch.Tensor] = {}
+            waited: dict[int, float] = {}  # after tensor i, backward held (synchronous)
 
-            def hand(b: int) -> None:
+            def hand(b: int) -> float:
                 option, cut = plan.options[b], cuts[b]
                 assert option is not None  # `emulate.check_cell` refuses buckets left out
                 xs[b] = torch.cat([got[j] for j in plan.buckets[b]])
@@ -389,14 +396,17 @@ class Worker:
                     outs[b], log, f"bucket {b}", b,
                 )  # fmt: skip
                 handed.put((b, parts))
-                wait_for(b)  # (inside backward's hook, as torch's is)
+                return wait_for(b)  # (inside backward's hook, as torch's is)
 
-            def ready(i: int, grad: torch.Tensor) -> None:
+            def ready(i: int, grad: torch.Tensor) -> float:
+                """Hand over the buckets tensor i completes; the seconds backward was held
+                (not its compute: `Backward.step` leaves them out of the profile)."""
                 got[i] = grad
                 for b in owners[i]:
                     left[b] -= 1
                     if not left[b]:  # the bucket's last gradient: hand it over
-                        hand(b)
+                        waited[i] = waited.get(i, 0.0) + hand(b)
+                return waited.get(i, 0.0)
 
             try:
                 grads, done, start = backward.step(self.rank, step, ready)
@@ -406,10 +416,10 @@ class Worker:
                         hand(b)
                 cursor = start - t0 + done.forward_s
                 log.append(("compute", "forward", "forward", start, t0 + cursor, 0))
-                for t in done.tensors:
+                for i, t in enumerate(done.tensors):
                     log.append(("compute", t.name, "backward", t0 + cursor,
                                 t0 + cursor + t.backward_s, 0))  # fmt: skip
-                    cursor += t.backward_s
+                    cursor += t.backward_s + waited.get(i, 0.0)
                 return cursor
             finally:
                 handed.put(None)
@@ -447,14 +457,20 @@ class Worker:
         with ThreadPoolExecutor(1) as pool:
             backward_done = pool.submit(compute if backward is None else measured)
             later: list[tuple[int, Iterator[str]]] = []
-            while (item := handed.get()) is not None:
-                for marker in item[1]:  # the phases, up to the first deferred operation
-                    if marker == DEFERRED and not synchronous:
-                        later.append(item)
-                        break
-                else:
-                    self._drop(outs[item[0]])
-                finished[item[0]].set()
+            try:
+                while (item := handed.get()) is not None:
+                    for marker in item[1]:  # the phases, up to the first deferred operation
+                        if marker == DEFERRED and not synchronous:
+                            later.append(item)
+                            break
+                    else:
+                        self._drop(outs[item[0]])
+                    finished[item[0]].set()
+            except BaseException:  # a waiting backward fails now, not after SYNC_WAIT_S
+                failed.set()
+                for event in finished:
+                    event.set()
+                raise
             backward_end = t0 + backward_done.result()
         _sleep_until(backward_end)
         for b, parts in later:

@@ -23,7 +23,9 @@ the mean over one period (DESIGN §5 Metrics).
   (`Costs.synchronous`). ACP-SGD §IV-A: in Power-SGD "the communication tasks will block
   the subsequent back-propagation operations"; §V-C calls it Power-SGD*'s "performance
   interference" on large models. The emulator runs the same order
-  (`cluster.fused.HookFused`) and, on the wall clock, holds backward for each bucket.
+  (`cluster.fused.HookFused`) and, on the wall clock, holds backward for each bucket;
+  its PowerSGD orthogonalises P only (the reused Q's QR leaves the aggregate unchanged),
+  so its wall clock lacks the hook's second QR.
 - `acpsgd`: ACP-SGD (Algorithm 2): one allreduce per step, P on even steps, Q on odd ones.
 - `covap`: COVAP (§III): the fusion buckets cut into shards (§III-C), shard t
   allreduced uncompressed at step k iff (t + k) mod I == 0 (§III-A).
