@@ -190,6 +190,10 @@ def test_powersgd_runs_each_bucket_as_torchs_hook_does():
     ]
     assert totals[1] - totals[0] == pytest.approx(matrices * qr_s(4), rel=1e-9)
     assert m["compress_total_s"] - totals[1] == pytest.approx(matrices * qr_s(4), rel=1e-9)
+    # without CUDA the hook does not synchronise (gloo runs its callbacks as each ends)
+    cpu = cell(strategy="powersgd", compressor="powersgd-r4", device="cpu")
+    step = BUILDERS["powersgd"](cpu, cell_profile(cpu), costs_for(cpu))[0]
+    assert not step.costs.synchronous and len(step.costs.tensor_round_bytes or ()) == 3
 
 
 def test_low_rank_compression_charges_one_qr_per_compressed_matrix():

@@ -94,14 +94,16 @@ for _name, _option in PRESETS.items():
 @register("powersgd")
 def _powersgd(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
     plan = Plan.uniform(fuse(profile, cell.fusion), ALLREDUCE_PAYLOADS)
-    return [Step(plan, torch_hook_costs(costs))]
+    # the hook synchronises only where CUDA is (its `torch.cuda.is_available()` guard);
+    # on CPU workers (gloo) its callbacks run as each allreduce ends, off the autograd thread
+    return [Step(plan, torch_hook_costs(costs, synchronous=cell.device != "cpu"))]
 
 
-def torch_hook_costs(costs: Costs) -> Costs:
+def torch_hook_costs(costs: Costs, synchronous: bool = True) -> Costs:
     """PowerSGD's costs as torch's `powerSGD_hook` incurs them: a first allreduce of the
     bucket's uncompressed tensors, then P's, then Q's (the compressor's two rounds carry
     P, then Q with the uncompressed tensors); each matrix's reused Q orthogonalised as
-    well as its P (warm start); the hook synchronous (module docstring)."""
+    well as its P (warm start); on GPUs the hook synchronous (module docstring)."""
     assert costs.tensor_round_bytes is not None and len(costs.tensor_round_bytes) == 2
     p, q = costs.tensor_round_bytes
     raw = tuple(b if a == 0 else 0.0 for a, b in zip(p, q, strict=True))
@@ -111,7 +113,7 @@ def torch_hook_costs(costs: Costs) -> Costs:
         costs,
         tensor_round_bytes=(raw, p, factors),
         tensor_compress_s=None if extra is None else tuple(2 * s for s in extra),
-        synchronous=True,
+        synchronous=synchronous,
     )
 
 
