@@ -354,6 +354,10 @@ def _run_locked(
             status="interrupted", interrupted_at=_now(), cells=_counts(grid_ids, status)
         )
         store.write_manifest(manifest)
+        # a write the interrupt caught between creating its temporary and the `try` that
+        # removes it leaves that temporary behind (seen once in CI): this run holds the
+        # suite's lock, so every temporary in its folders is its own
+        store.remove_temporaries()
         if started_here:
             # Shutting down our own Ray ends its workers; cancelling first races with
             # tasks that are finishing (Ray 2.x aborts with "Tried to complete task that
