@@ -385,7 +385,7 @@ class Worker:
             got: dict[int, torch.Tensor] = {}
             waited: dict[int, float] = {}  # after tensor i, backward held (synchronous)
 
-            def hand(b: int) -> float:
+            def hand(b: int) -> None:
                 option, cut = plan.options[b], cuts[b]
                 assert option is not None  # `emulate.check_cell` refuses buckets left out
                 xs[b] = torch.cat([got[j] for j in plan.buckets[b]])
@@ -396,17 +396,24 @@ class Worker:
                     outs[b], log, f"bucket {b}", b,
                 )  # fmt: skip
                 handed.put((b, parts))
-                return wait_for(b)  # (inside backward's hook, as torch's is)
+                wait_for(b)  # (inside backward's hook, as torch's is)
 
             def ready(i: int, grad: torch.Tensor) -> float:
-                """Hand over the buckets tensor i completes; the seconds backward was held
-                (not its compute: `Backward.step` leaves them out of the profile)."""
+                """Hand over the buckets tensor i completes. Under `synchronous`, the
+                seconds this held backward — the hand-over and the wait, which is the
+                hook's time, not compute: `Backward.step` leaves it out of the profile."""
+                r0 = time.perf_counter()
                 got[i] = grad
+                handed_one = False
                 for b in owners[i]:
                     left[b] -= 1
                     if not left[b]:  # the bucket's last gradient: hand it over
-                        waited[i] = waited.get(i, 0.0) + hand(b)
-                return waited.get(i, 0.0)
+                        hand(b)
+                        handed_one = True
+                if not (synchronous and handed_one):
+                    return 0.0
+                waited[i] = time.perf_counter() - r0
+                return waited[i]
 
             try:
                 grads, done, start = backward.step(self.rank, step, ready)
