@@ -39,19 +39,24 @@ class Fused(Compressor):
         self.shapes = {k: [tuple(int(d) for d in s) for s in v] for k, v in shapes.items()}
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        x = grad.detach().reshape(-1)
         prevs = self._unpack(prev) if prev is not None else None
-        parts: list[Payload] = []
-        at = 0
-        for i, shape in enumerate(self.shapes[key]):
+        parts = [
+            self.inner.compress(t, f"{key}#{i}", step, None if prevs is None else prevs[i])
+            for i, t in enumerate(self._views(grad, key))
+        ]
+        return self._pack(parts, grad)
+
+    def _views(self, grad: Tensor, key: str) -> list[Tensor]:
+        """The bucket's gradient cut into its tensors, in the bucket's order (views)."""
+        x = grad.detach().reshape(-1)
+        views, at = [], 0
+        for shape in self.shapes[key]:
             n = math.prod(shape)
-            before = None if prevs is None else prevs[i]
-            tensor = x[at : at + n].view(shape)
-            parts.append(self.inner.compress(tensor, f"{key}#{i}", step, before))
+            views.append(x[at : at + n].view(shape))
             at += n
         if at != x.numel():
-            raise ValueError(f"fused: {key!r} holds {at} values, its gradient {x.numel()}")
-        return self._pack(parts, grad)
+            raise ValueError(f"{self.name}: {key!r} holds {at} values, its gradient {x.numel()}")
+        return views
 
     def _pack(self, parts: list[Payload], grad: Tensor) -> Payload:
         """Every tensor of the parts' payloads in one fp32 vector, with the layout that
@@ -146,16 +151,9 @@ class HookFused(Fused):
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
         if prev is None:  # round 0: the uncompressed tensors
-            x = grad.detach().reshape(-1)
-            pieces, at = [], 0
-            for shape, raw in zip(self.shapes[key], self._raw(key), strict=True):
-                n = math.prod(shape)
-                if raw:
-                    pieces.append(x[at : at + n].float())
-                at += n
-            if at != x.numel():
-                raise ValueError(f"fused-hook: {key!r} holds {at} values, its gradient {x.numel()}")
-            flat = torch.cat(pieces) if pieces else x.new_zeros(0, dtype=torch.float32)
+            views = zip(self._views(grad, key), self._raw(key), strict=True)
+            pieces = [t.reshape(-1).float() for t, raw in views if raw]
+            flat = torch.cat(pieces) if pieces else grad.new_zeros(0, dtype=torch.float32)
             self._own[key] = flat.clone()
             return Payload({"flat": flat}, grad.shape, grad.dtype, 0, {"hook": "raw"})
         if prev.round == 0:  # round 1: P of every matrix (PowerSGD's round 0)
@@ -165,19 +163,14 @@ class HookFused(Fused):
         if prev.round != 1:
             raise ValueError(f"fused-hook: prev must be round 0 or 1, got {prev.round}")
         # round 2: Q of every matrix from the summed P; the uncompressed tensors left out
-        before = Payload(prev.tensors, prev.shape, prev.dtype, 0, prev.info)
-        x = grad.detach().reshape(-1)
-        prevs = self._unpack(before)
-        parts: list[Payload] = []
-        at = 0
-        for i, (shape, raw) in enumerate(zip(self.shapes[key], self._raw(key), strict=True)):
-            n = math.prod(shape)
-            if raw:  # sent in round 0
-                parts.append(Payload({}, torch.Size(shape), grad.dtype, 1, {"hook_raw": True}))
-            else:
-                tensor = x[at : at + n].view(shape)
-                parts.append(self.inner.compress(tensor, f"{key}#{i}", step, prevs[i]))
-            at += n
+        prevs = self._unpack(Payload(prev.tensors, prev.shape, prev.dtype, 0, prev.info))
+        views = zip(self._views(grad, key), self._raw(key), strict=True)
+        parts = [
+            Payload({}, t.shape, grad.dtype, 1, {"hook_raw": True})  # sent in round 0
+            if raw
+            else self.inner.compress(t, f"{key}#{i}", step, prevs[i])
+            for i, (t, raw) in enumerate(views)
+        ]
         p = self._pack(parts, grad)
         return Payload(p.tensors, p.shape, p.dtype, 2, p.info)
 
