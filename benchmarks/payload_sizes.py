@@ -18,7 +18,11 @@ input's backward pass (`cluster.backward.fitted_scales`, rank -1: what a `comput
 measured` cell plans with; out of sample, rank 0's gradients are not seen by the fit),
 and `2-sum/fitted`: ranks 0 and 1's real gradients summed (what a payload compressed
 after an intra-machine reduce-scatter of 2 GPUs holds) against the model of a sum of 2
-(`summed=2`, `law.sum_tail`) at the fitted scales.
+(`summed=2`, `law.sum_tail`) at the fitted scales. For a compressor whose payload adds
+over its tensors (threshold), `real/held-out` and `2-sum/held-out` are against what a
+`compute_time: measured` cell now plans with instead: the bytes counted on one held-out
+backward pass, and on the sum of two (`cluster.backward.held_out_bytes`, ranks -1 and
+-2; out of sample: no rank's gradients are seen).
 Then the synthetic sizes at step `--ef-steps` with residual error feedback (what the
 model does not cover: it is step 0's), and the model over the compressor's data-free
 `wire_bytes` (for 3LC its upper bound, which the simulator used before). Also prints the
@@ -45,7 +49,7 @@ def main() -> None:
 
     import torch
 
-    from gcbench.cluster.backward import Backward, fitted_scales
+    from gcbench.cluster.backward import Backward, fitted_scales, held_out_bytes
     from gcbench.cluster.emulate import plan_of
     from gcbench.cluster.gradients import bucket_gradient
     from gcbench.compress import create
@@ -80,7 +84,8 @@ def main() -> None:
     scales = fitted_scales(profile, cell.seed)
     print(f"scales fitted on another input's backward pass in {time.perf_counter() - t0:.1f} s")
     print(f"{'compressor':28s} {'synthetic/model':>15s} {'real/law':>9s} {'real/fitted':>11s} "
-          f"{'2-sum/fitted':>12s} {f'EF step {ef}/model':>16s} "
+          f"{'2-sum/fitted':>12s} {'real/held-out':>13s} {'2-sum/held-out':>14s} "
+          f"{f'EF step {ef}/model':>16s} "
           f"{'model/wire_bytes':>16s}")  # fmt: skip
     for spec in args.compressors.split(","):
         kind, _, rest = spec.partition(":")
@@ -103,6 +108,11 @@ def main() -> None:
                 for b, k in enumerate(plan.buckets)
             ))  # fmt: skip
         ratios = [sent[0] / model, sent[1] / model, sent[1] / fitted, sent[2] / summed]
+        held = ["", ""]
+        if comp.counted:
+            for j, workers in enumerate((1, 2)):
+                per = held_out_bytes(profile, cell.seed, comp, spec, workers)
+                held[j] = f"{sent[1 + j] / sum(per):.3f}"
         comp, memory = create(kind, **params), ResidualMemory()
         for step in range(ef + 1):  # rank 0's synthetic gradients with error feedback
             ef_sent = 0
@@ -112,7 +122,8 @@ def main() -> None:
                 memory.update(g, f"{b}", step, comp, payload)
                 ef_sent += payload.wire_bytes
         print(f"{spec:28s} {ratios[0]:15.3f} {ratios[1]:9.3f} {ratios[2]:11.3f} "
-              f"{ratios[3]:12.3f} {ef_sent / model:16.3f} {model / bound:16.4f}")  # fmt: skip
+              f"{ratios[3]:12.3f} {held[0]:>13s} {held[1]:>14s} {ef_sent / model:16.3f} "
+              f"{model / bound:16.4f}")  # fmt: skip
     real = torch.cat(grads).abs()
     synthetic = torch.cat([sources["synthetic"](b, k) for b, k in enumerate(plan.buckets)]).abs()
     for t in (1e-3, 1e-4):

@@ -134,10 +134,10 @@ def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(
 
 
 @pytest.mark.slow
-def test_real_gradients_are_planned_at_scales_fitted_out_of_sample(ray_local):
+def test_real_gradients_are_planned_on_held_out_passes(ray_local):
     """`compute_time: measured`, threshold at 1e-3: the workers send their real
-    gradients' payloads, and the simulator plans the cell at each tensor's scale fitted on
-    a backward pass no worker runs; its wire bytes within 10% of what the workers sent
+    gradients' payloads, and the simulator plans the cell with the values past τ counted
+    on a backward pass no worker runs; its wire bytes within 10% of what the workers sent
     (at the law's own scales it plans 31% more)."""
     from gcbench.sim import simulate_cell
 

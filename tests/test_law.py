@@ -147,21 +147,70 @@ def test_threshold_on_real_gradients_is_predicted_from_scales_fitted_out_of_samp
     assert abs(law / sent - 1) > 0.10
 
 
-def test_a_measured_cell_plans_with_the_fitted_scales_and_a_profile_cell_with_the_law():
-    """`Costs.bucket_bytes` of an emulated `compute_time: measured` cell is the expected
-    size at the fitted scales; of the same cell on the profile, the law's."""
-    from gcbench.cluster.backward import fitted_scales
+@pytest.mark.parametrize("tau", [1e-2, 1e-4])
+def test_threshold_on_real_gradients_is_counted_on_held_out_passes(tau):
+    """What a `compute_time: measured` cell plans threshold with: the values past τ
+    counted on held-out backward passes (ranks -1, -2: inputs no worker draws), one pass
+    per worker summed. Against tiny-mlp's rank 0 and the sum of ranks 0 and 1 (what a
+    payload compressed after a 2-GPU reduce-scatter holds): within 10% both ways. The
+    law at fitted scales misses at τ = 1e-2 (53% short: tiny-mlp's real tails are not
+    t₃'s, which a scale does not change), so the check can fail. The sum of two passes
+    is counted on exactly the two passes' sum."""
+    from gcbench.cluster.backward import Backward, fitted_scales, held_out_bytes
+    from gcbench.sim.costs import cell_profile
+
+    cell = _tiny_mlp_cell()
+    profile = cell_profile(cell)
+    backward = Backward(profile, cell.seed)
+    ranks = [backward.step(r, 0)[0] for r in (0, 1)]
+    c = create("threshold", threshold=tau)
+    one = sum(c.compress(g, f"{i}", 0).wire_bytes for i, g in enumerate(ranks[0]))
+    two = sum(c.counted_bytes(a + b) for a, b in zip(*ranks, strict=True))
+    held = [sum(held_out_bytes(profile, cell.seed, c, f"threshold-{tau}", k)) for k in (1, 2)]
+    assert held[0] == pytest.approx(one, rel=0.10)
+    assert held[1] == pytest.approx(two, rel=0.10)
+    passes = [backward.step(r, 0)[0] for r in (-1, -2)]
+    assert held[1] == sum(c.counted_bytes(a + b) for a, b in zip(*passes, strict=True))
+    if tau == 1e-2:
+        numels = [t.numel for t in profile.tensors]
+        fitted = c.expected_bytes(numels, fitted_scales(profile, cell.seed))
+        assert abs(one / fitted - 1) > 0.10
+
+
+def test_counted_bytes_are_what_threshold_sends():
+    """`counted_bytes` counts without compressing: the same bytes as the payload."""
+    g = torch.randn(10_000, generator=torch.Generator().manual_seed(3)) * 1e-2
+    c = create("threshold", threshold=1e-2)
+    assert c.counted_bytes(g) == c.compress(g, "k", 0).wire_bytes > 0
+    with pytest.raises(NotImplementedError):
+        create("threelc").counted_bytes(g)
+
+
+def test_a_measured_cell_plans_with_held_out_counts_or_fitted_scales_a_profile_cell_with_the_law():
+    """`Costs.bucket_bytes` of an emulated `compute_time: measured` cell: threshold's
+    counted on held-out passes, 3LC's expected at the fitted scales; of the same cells
+    on the profile, the law's."""
+    from gcbench.cluster.backward import fitted_scales, held_out_bytes
     from gcbench.sim.costs import cell_profile, costs_for
 
-    c = create("threshold", threshold=1e-3)
-    for compute_time in ("measured", "profile"):
-        cell = _tiny_mlp_cell(mode="emulate", compute_time=compute_time)
-        profile = cell_profile(cell)
-        numels = [t.numel for t in profile.tensors]
-        bucket = tuple(range(len(numels)))
-        got = costs_for(cell).bucket_bytes(bucket)
-        scales = fitted_scales(profile, cell.seed) if compute_time == "measured" else None
-        assert got == pytest.approx(c.expected_bytes(numels, scales), rel=1e-12)
+    for kind in ("threshold", "threelc"):
+        params = {"threshold": 1e-3} if kind == "threshold" else {}
+        c = create(kind, **params)
+        for compute_time in ("measured", "profile"):
+            cell = _tiny_mlp_cell(mode="emulate", compute_time=compute_time,
+                                  compressor={"kind": kind, **params})  # fmt: skip
+            profile = cell_profile(cell)
+            numels = [t.numel for t in profile.tensors]
+            bucket = tuple(range(len(numels)))
+            got = costs_for(cell).bucket_bytes(bucket, 2)
+            if compute_time == "profile":
+                want = c.expected_bytes(numels, None, 2)
+            elif kind == "threshold":
+                label = cell.compressor.label()
+                want = sum(held_out_bytes(profile, cell.seed, c, label, 2))
+            else:
+                want = c.expected_bytes(numels, fitted_scales(profile, cell.seed), 2)
+            assert got == pytest.approx(want, rel=1e-12), (kind, compute_time)
 
 
 @pytest.mark.parametrize("k", [2, 4])

@@ -140,6 +140,35 @@ def fitted_scales(profile: ModelProfile, seed: int) -> tuple[float, ...]:
     return _FITTED[key]
 
 
+_COUNTED: dict[tuple[Any, ...], tuple[float, ...]] = {}
+
+
+def held_out_bytes(
+    profile: ModelProfile, seed: int, compressor: Any, label: str, summed: int = 1
+) -> tuple[float, ...]:
+    """Per tensor, the bytes `compressor.counted_bytes` counts (a compressor whose payload
+    adds over its tensors: threshold) on the sum of `summed` real backward passes on
+    inputs no worker draws (ranks `FIT_RANK`, `FIT_RANK` - 1, ...): the expected-size
+    model of a `compute_time: measured` cell, out of sample. Counted on real gradients,
+    not on a law: their tails (bert-base-squad's are far lighter than t₃'s) and the
+    correlation between workers (the same weights: a sum keeps values past τ that
+    neither worker's gradient had) are in the counts. One pass per worker summed; each
+    prefix of the passes is kept, per model shape, seed and compressor (`label`); the
+    caller's random state is left as it was."""
+    key = (profile.name, profile.batch_size, profile.seq_len, len(profile.tensors), seed, label)
+    if (*key, summed) not in _COUNTED:
+        with torch.random.fork_rng(devices=[]):
+            backward = Backward(profile, seed)
+            total: list[torch.Tensor] = []
+            for j in range(summed):
+                grads, _, _ = backward.step(FIT_RANK - j, 0)
+                if total:
+                    grads = [a.add_(g) for a, g in zip(total, grads, strict=True)]
+                total = grads
+                _COUNTED[(*key, j + 1)] = tuple(compressor.counted_bytes(g) for g in total)
+    return _COUNTED[(*key, summed)]
+
+
 def _loss(out: Any, g: torch.Generator) -> torch.Tensor:
     """Cross-entropy against random labels where the output holds class scores (the last
     dimension), else the mean of the outputs (a tuple's summed)."""

@@ -264,6 +264,7 @@ class Threshold(_Sparse):
     name = "threshold"
     data_dependent = True
     law_sized = True
+    counted = True
 
     def __init__(self, threshold: float):
         self.threshold = threshold
@@ -276,6 +277,11 @@ class Threshold(_Sparse):
     def wire_bytes(self, numel: int, step: int) -> int:
         """The worst case (every element sent); `expected_bytes` is the estimate."""
         return 8 * numel
+
+    def counted_bytes(self, grad: Tensor) -> float:
+        """8 bytes (a value and an int32 index) per value at or above the threshold, as
+        `compress` keeps them."""
+        return 8.0 * int((grad.detach().reshape(-1).abs() >= self.threshold).sum())
 
     def expected_bytes(
         self, numels: Sequence[int], scales: Sequence[float] | None = None, summed: int = 1

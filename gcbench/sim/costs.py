@@ -216,14 +216,26 @@ def orthogonalisation_s(profile: ModelProfile, rank: int) -> tuple[float, ...]:
 def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
     """A bucket's expected payload from its tensors' indices: on the gradient law, at the
     law's scales, or — for real gradients (an emulated cell with `compute_time:
-    measured`) — at each tensor's scale fitted on a backward pass that no worker runs
-    (`cluster.backward.fitted_scales`; threshold's share follows the gradients' scale,
-    which the law does not know); `summed`: compressed from the sum of that many
+    measured`) — counted on real backward passes that no worker runs where the payload
+    adds over tensors (threshold: `cluster.backward.held_out_bytes`, one pass per worker
+    summed), else at each tensor's scale fitted on such a pass (3LC:
+    `cluster.backward.fitted_scales`); `summed`: compressed from the sum of that many
     workers' gradients. Cached per distinct bucket of sizes (and scales) and sum."""
     profile = cell_profile(cell)
     numels = tuple(t.numel for t in profile.tensors)
     scales: tuple[float, ...] | None = None
-    if cell.mode == "emulate" and cell.compute_time == "measured":
+    real = cell.mode == "emulate" and cell.compute_time == "measured"
+    if real and compressor.counted:  # threshold: counted on held-out real gradients
+        from gcbench.cluster.backward import held_out_bytes
+
+        label = cell.compressor.label()
+
+        def counted(bucket: tuple[int, ...], summed: int = 1) -> float:
+            per = held_out_bytes(profile, cell.seed, compressor, label, summed)
+            return float(sum(per[i] for i in bucket))
+
+        return counted
+    if real:
         from gcbench.cluster.backward import fitted_scales
 
         scales = fitted_scales(profile, cell.seed)
