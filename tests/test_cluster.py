@@ -414,6 +414,21 @@ def test_a_wall_clock_suite_records_a_real_iteration_per_repetition(ray_local, t
     assert len(list((tmp_path / "r" / "w").glob("*/traces/*.json.gz"))) == 1
 
 
+def test_the_rendezvous_is_on_loopback_on_one_host_and_on_rank_0s_node_across_hosts():
+    """Nodes sharing one address (a local run, `ray.cluster_utils.Cluster`): 127.0.0.1.
+    Nodes on several hosts (`ray up`): rank 0's node address, which the others reach; a
+    rank-0 node that left the cluster: infeasible, named."""
+    from gcbench.cluster.emulate import rendezvous_host
+    from gcbench.errors import InfeasibleError
+
+    local = [{"NodeID": n, "NodeManagerAddress": "10.0.0.5"} for n in "abc"]
+    assert rendezvous_host(local, "b") == "127.0.0.1"
+    hosts = [{"NodeID": n, "NodeManagerAddress": f"10.0.0.{i}"} for i, n in enumerate("abc")]
+    assert rendezvous_host(hosts, "b") == "10.0.0.1"
+    with pytest.raises(InfeasibleError, match="node z"):
+        rendezvous_host(hosts, "z")
+
+
 def test_every_listening_socket_of_an_emulated_run_is_on_loopback(ray_local):
     """Issue #14: Ray's and gloo's listeners of an emulated cell (watched while it runs)
     are all on 127.0.0.1; the actors' own gloo listeners are among those seen, so the

@@ -79,6 +79,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def rendezvous_host(alive: list[dict[str, Any]], rank0_node: str) -> str:
+    """Where rank 0's rendezvous store listens: 127.0.0.1 when every Ray node is on one
+    host (a local run; `ray.cluster_utils.Cluster`'s nodes share an address), else the
+    address of rank 0's node (`rank0_node`, a Ray node id), which the other hosts reach."""
+    from gcbench.cluster.worker import LOOPBACK
+
+    if len({n.get("NodeManagerAddress") for n in alive}) <= 1:
+        return LOOPBACK
+    for n in alive:
+        if n.get("NodeID") == rank0_node:
+            return str(n["NodeManagerAddress"])
+    raise InfeasibleError(f"emulate: rank 0's node {rank0_node} left the Ray cluster")
+
+
 def plan_of(cell: Cell, planned: Any = None) -> tuple[Any, Any, Any]:
     """The cell's profile, and its plan and costs (its strategy's first step)."""
     profile, period = period_of(cell, planned)
@@ -257,7 +271,11 @@ def _attempt(
     and the servers' nodes. The actors and their placement groups are released whatever
     happens."""
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import (
+        placement_group,
+        placement_group_table,
+        remove_placement_group,
+    )
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from gcbench.cluster.server import Server
@@ -291,7 +309,8 @@ def _attempt(
             f"emulate: {machines} x {gpus} workers and {k} servers could not be placed "
             f"within {PLACEMENT_S:.0f} s (the Ray cluster's free resources changed)"
         )
-    port = free_port()
+    port = free_port()  # free here; on a cluster of several hosts, assumed free there too
+    host = rendezvous_host(alive, placement_group_table(pg)["bundles_to_node_id"][0])
     t0 = time.perf_counter()
     actor: Any = ray.remote(Worker)
     workers: list[Any] = [
@@ -301,7 +320,7 @@ def _attempt(
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=r // gpus
             ),
-        ).remote(r, world, gpus, port)
+        ).remote(r, world, gpus, port, host=host)
         for r in range(world)
     ]
     server: Any = ray.remote(Server)

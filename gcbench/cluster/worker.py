@@ -4,9 +4,11 @@ holds its gradients and executes a plan bucket by bucket (`execute.run_option`).
 
 Process groups: `flat` (every worker), `intra` (one per machine: ranks m·G .. m·G+G-1)
 and `inter` (one per local rank j: ranks j, G+j, 2G+j, ...); every worker creates every
-group in the same order, as `new_group` requires. gloo binds to loopback
-(`GLOO_SOCKET_IFNAME=lo`) and the rendezvous store listens on a socket rank 0 binds to
-127.0.0.1 itself (torch's own `TCPStore` server binds every address); every collective
+group in the same order, as `new_group` requires. On one host (a local run, or
+`ray.cluster_utils.Cluster`'s nodes) gloo binds to loopback (`GLOO_SOCKET_IFNAME=lo`) and
+the rendezvous store listens on a socket rank 0 binds to 127.0.0.1 itself (torch's own
+`TCPStore` server binds every address); on a cluster of several hosts (`ray up`), on
+rank 0's node address (`emulate.rendezvous_host`); every collective
 times out after `timeout_s`, so a dead peer fails the cell rather than hanging the run.
 """
 
@@ -114,11 +116,23 @@ def _sleep_until(t: float) -> None:
         time.sleep(left)
 
 
+LOOPBACK = "127.0.0.1"
+
+
 class Worker:
     """One emulated GPU: rank `rank` of `world`, `gpus` to a machine."""
 
-    def __init__(self, rank: int, world: int, gpus: int, port: int, timeout_s: float = 30.0):
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    def __init__(
+        self,
+        rank: int,
+        world: int,
+        gpus: int,
+        port: int,
+        timeout_s: float = 30.0,
+        host: str = LOOPBACK,
+    ):
+        if host == LOOPBACK:  # one host: gloo's pairs on loopback too
+            os.environ["GLOO_SOCKET_IFNAME"] = "lo"
         torch.set_num_threads(1)  # the workers share the host's cores
         self.rank, self.world, self.gpus = rank, world, gpus
         timeout = datetime.timedelta(seconds=timeout_s)
@@ -126,10 +140,10 @@ class Worker:
         if rank == 0:  # the rendezvous store on a socket of ours: torch's binds every address
             listen = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listen.bind(("127.0.0.1", port))
+            listen.bind((host, port))
             listen.listen(world)
         store = dist.TCPStore(
-            "127.0.0.1",
+            host,
             port,
             world,
             is_master=rank == 0,
