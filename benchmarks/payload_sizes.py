@@ -4,6 +4,7 @@ real gradients from one backward pass, against the size model the simulator plan
 
     python benchmarks/payload_sizes.py [--model resnet50] [--batch 8] [--ef-steps 5]
                                        [--compressors threelc,dgc,threshold:threshold=0.001]
+                                       [--spread K]
 
 Per compressor: the bytes of every bucket's payload (rank 0, step 0, no error feedback)
 summed, over the compressor's `expected_bytes` for the same buckets (its expected-size
@@ -40,6 +41,9 @@ def main() -> None:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--ef-steps", type=int, default=5)
+    parser.add_argument("--spread", type=int, default=0,
+                        help="also print the share past each threshold on ranks 0..K-1 "
+                        "and held-out inputs -1..-K (how much one input's sizes vary)")
     parser.add_argument(
         "--compressors",
         default="threelc,threelc:sparsity=1.5,dgc,threshold:threshold=0.001,threshold:threshold=0.0001,"
@@ -129,6 +133,14 @@ def main() -> None:
     for t in (1e-3, 1e-4):
         print(f"share of |g| >= {t:g}: synthetic {float((synthetic >= t).float().mean()):.3f}, "
               f"real {float((real >= t).float().mean()):.3f}")  # fmt: skip
+    if args.spread:
+        ranks = [*range(args.spread), *range(-1, -args.spread - 1, -1)]
+        print(f"share of |g| past each threshold, per input (rank; negative: held out): "
+              f"{' '.join(f'{r:>9d}' for r in ranks)}")  # fmt: skip
+        values = [torch.cat(backward.step(r, 0)[0]).abs() for r in ranks]
+        for t in (1e-2, 1e-3, 1e-4):
+            shares = " ".join(f"{float((v >= t).float().mean()):9.2e}" for v in values)
+            print(f"  tau {t:g}: {shares}")
 
 
 if __name__ == "__main__":
