@@ -260,3 +260,21 @@ def test_the_tail_of_a_sum_of_many_workers_is_integrated_far_enough():
             assert sum_tail(x, k) == pytest.approx(want, rel=1e-3), (k, x)
     s = np.abs(np.random.default_rng(5).standard_t(3, (64, 150_000)).sum(axis=0))
     assert sum_tail(20.0, 64) == pytest.approx(float((s > 20.0).mean()), rel=0.03)
+
+
+def test_a_real_backward_depends_on_the_seed_rank_and_step_alone():
+    """A worker's real gradients (`cluster.backward`) are a function of (seed, rank,
+    step): tiny-transformer's dropout draws from the worker's seed, not from whatever the
+    process drew before (the held-out passes and a retried cell rely on it)."""
+    from gcbench.cluster.backward import Backward
+    from gcbench.sim.costs import cell_profile
+
+    cell = _tiny_mlp_cell(model={"name": "tiny-transformer", "batch_size": 2})
+    profile = cell_profile(cell)
+    fresh = Backward(profile, cell.seed).step(0, 0)[0]
+    other = Backward(profile, cell.seed)
+    torch.rand(1000)  # the process's random state moves on
+    other.step(1, 0)
+    again = other.step(0, 0)[0]
+    assert all(torch.equal(a, b) for a, b in zip(fresh, again, strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(fresh, other.step(1, 0)[0], strict=True))

@@ -71,9 +71,21 @@ class Backward:
 
         p = self.profile
         g = torch.Generator(device="cpu").manual_seed(stable_seed("input", self.seed, rank, step))
-        with torch.random.fork_rng(devices=[]):
+        # the input and the forward's own draws (dropout) from this worker's seed, so the
+        # gradients depend on (seed, rank, step) alone, not on what the process ran before
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
             inputs = model_input(p.name, p.batch_size, p.seq_len, self.device)
+            return self._run(inputs, g, ready)
+
+    def _run(
+        self,
+        inputs: Any,
+        g: torch.Generator,
+        ready: Callable[[int, torch.Tensor], float | None] | None,
+    ) -> tuple[list[torch.Tensor], ModelProfile, float]:
+        p = self.profile
         marks: dict[int, float] = {}
         grads: list[torch.Tensor | None] = [None] * len(self.order)
         held = 0.0  # seconds `ready` held backward so far
