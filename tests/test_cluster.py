@@ -137,16 +137,23 @@ def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(
 def test_real_gradients_are_planned_on_held_out_passes(ray_local):
     """`compute_time: measured`, threshold at 1e-3: the workers send their real
     gradients' payloads, and the simulator plans the cell with the values past τ counted
-    on a backward pass no worker runs; its wire bytes within 10% of what the workers sent
-    (at the law's own scales it plans 31% more)."""
+    on a backward pass no worker runs; its wire bytes within 10% of what the workers sent,
+    where the law's own scales plan over 10% more. The passes run once, in the cell's
+    task: the workers are handed the counts and run no held-out pass."""
+    from gcbench.cluster import backward
     from gcbench.sim import simulate_cell
 
     base = cell("allgather", "threshold:threshold=0.001").model_dump()
     c = Cell.model_validate({**base, "mode": "emulate", "compute_time": "measured"})
+    backward._HELD.clear()
     e = emulate_cell(c, steps=1)
     sent = e.phase_bytes[0][0][0]  # rank 0's one bucket, as it went on the wire
     assert e.metrics["wire_bytes"] == pytest.approx(3 * sent, abs=1)  # its clock's bytes
     assert simulate_cell(c).metrics["wire_bytes"] == pytest.approx(3 * sent, rel=0.10)
+    profile_cell = Cell.model_validate({**base, "mode": "emulate"})
+    assert simulate_cell(profile_cell).metrics["wire_bytes"] > 1.10 * 3 * sent
+    assert any(k[0] == "counts" for k in backward._HELD)  # counted here, in the task
+    assert e.held_out_passes == 0
 
 
 @pytest.mark.slow
@@ -415,18 +422,23 @@ def test_a_wall_clock_suite_records_a_real_iteration_per_repetition(ray_local, t
 
 
 def test_the_rendezvous_is_on_loopback_on_one_host_and_on_rank_0s_node_across_hosts():
-    """Nodes sharing one address (a local run, `ray.cluster_utils.Cluster`): 127.0.0.1.
-    Nodes on several hosts (`ray up`): rank 0's node address, which the others reach; a
-    rank-0 node that left the cluster: infeasible, named."""
+    """The workers' bundles on nodes sharing one address (a local run,
+    `ray.cluster_utils.Cluster`): 127.0.0.1. On several hosts (`ray up`): rank 0's node
+    address (its bundle comes first), which the others reach; hosts of nodes that hold
+    no worker do not count; a workers' node that left the cluster: infeasible, named."""
     from gcbench.cluster.emulate import rendezvous_host
+    from gcbench.cluster.worker import interface_of
     from gcbench.errors import InfeasibleError
 
     local = [{"NodeID": n, "NodeManagerAddress": "10.0.0.5"} for n in "abc"]
-    assert rendezvous_host(local, "b") == "127.0.0.1"
+    assert rendezvous_host(local, ["b", "c"]) == "127.0.0.1"
     hosts = [{"NodeID": n, "NodeManagerAddress": f"10.0.0.{i}"} for i, n in enumerate("abc")]
-    assert rendezvous_host(hosts, "b") == "10.0.0.1"
+    assert rendezvous_host(hosts, ["b", "c"]) == "10.0.0.1"
+    assert rendezvous_host(hosts, ["c", "a"]) == "10.0.0.2"
+    assert rendezvous_host(hosts, ["b", "b"]) == "127.0.0.1"
     with pytest.raises(InfeasibleError, match="node z"):
-        rendezvous_host(hosts, "z")
+        rendezvous_host(hosts, ["a", "z"])
+    assert interface_of("127.0.0.1") == "lo" and interface_of("192.0.2.1") is None
 
 
 def test_every_listening_socket_of_an_emulated_run_is_on_loopback(ray_local):

@@ -73,8 +73,8 @@ class Backward:
         g = torch.Generator(device="cpu").manual_seed(stable_seed("input", self.seed, rank, step))
         # the input and the forward's own draws (dropout) from this worker's seed, so the
         # gradients depend on (seed, rank, step) alone, not on what the process ran before
-        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):
+        # (on a GPU up to the order of atomic additions in some backward kernels)
+        with _forked():
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
             inputs = model_input(p.name, p.batch_size, p.seq_len, self.device)
             return self._run(inputs, g, ready)
@@ -133,7 +133,43 @@ class Backward:
 
 
 FIT_RANK = -1  # the input the expected-size model's scales are fitted on: no worker's
-_FITTED: dict[tuple[Any, ...], tuple[float, ...]] = {}
+# What this process fitted or counted on held-out passes: ("scales", *model) and
+# ("counts", *model, label, k), model = `_model_key`; the cell's task computes them and
+# hands them to its workers (`held_out_state`, `prime`), so no worker runs the passes
+_HELD: dict[tuple[Any, ...], tuple[float, ...]] = {}
+
+
+_PASSES = [0]  # held-out backward passes this process ran
+
+
+def held_out_passes() -> int:
+    """How many held-out backward passes this process ran (a worker handed the cell's
+    counts runs none: tests check it)."""
+    return _PASSES[0]
+
+
+def _model_key(profile: ModelProfile, seed: int) -> tuple[Any, ...]:
+    return (profile.name, profile.batch_size, profile.seq_len, len(profile.tensors), seed)
+
+
+def held_out_state(profile: ModelProfile, seed: int) -> dict[tuple[Any, ...], tuple[float, ...]]:
+    """Everything this process fitted or counted on held-out passes of this model and
+    seed (`fitted_scales`, `held_out_bytes`), for `prime` in another process."""
+    model = _model_key(profile, seed)
+    return {k: v for k, v in _HELD.items() if k[1 : 1 + len(model)] == model}
+
+
+def prime(state: dict[tuple[Any, ...], tuple[float, ...]]) -> None:
+    """Take what another process fitted or counted (`held_out_state`): the passes are
+    not run again here."""
+    _HELD.update(state)
+
+
+def _forked() -> Any:
+    """The caller's random state kept aside (restored on exit), CUDA's included where
+    this process has it initialised."""
+    cuda = torch.cuda.is_initialized()
+    return torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else [])
 
 
 def fitted_scales(profile: ModelProfile, seed: int) -> tuple[float, ...]:
@@ -144,15 +180,13 @@ def fitted_scales(profile: ModelProfile, seed: int) -> tuple[float, ...]:
     caller's random state is left as it was."""
     from gcbench.compress.law import fit_scale
 
-    key = (profile.name, profile.batch_size, profile.seq_len, len(profile.tensors), seed)
-    if key not in _FITTED:
-        with torch.random.fork_rng(devices=[]):
+    key = ("scales", *_model_key(profile, seed))
+    if key not in _HELD:
+        with _forked():
             grads, _, _ = Backward(profile, seed).step(FIT_RANK, 0)
-        _FITTED[key] = tuple(fit_scale(g.numpy()) for g in grads)
-    return _FITTED[key]
-
-
-_COUNTED: dict[tuple[Any, ...], tuple[float, ...]] = {}
+        _PASSES[0] += 1
+        _HELD[key] = tuple(fit_scale(g.numpy()) for g in grads)
+    return _HELD[key]
 
 
 def held_out_bytes(
@@ -165,20 +199,22 @@ def held_out_bytes(
     not on a law: their tails (bert-base-squad's are far lighter than t₃'s) and the
     correlation between workers (the same weights: a sum keeps values past τ that
     neither worker's gradient had) are in the counts. One pass per worker summed; each
-    prefix of the passes is kept, per model shape, seed and compressor (`label`); the
-    caller's random state is left as it was."""
-    key = (profile.name, profile.batch_size, profile.seq_len, len(profile.tensors), seed, label)
-    if (*key, summed) not in _COUNTED:
-        with torch.random.fork_rng(devices=[]):
+    prefix of the passes is kept, per model shape, seed and compressor (`label`, which
+    must name its parameters: the cell's `compressor.label()`); the caller's random
+    state is left as it was."""
+    key = ("counts", *_model_key(profile, seed), label)
+    if (*key, summed) not in _HELD:
+        with _forked():
             backward = Backward(profile, seed)
             total: list[torch.Tensor] = []
             for j in range(summed):
                 grads, _, _ = backward.step(FIT_RANK - j, 0)
+                _PASSES[0] += 1
                 if total:
                     grads = [a.add_(g) for a, g in zip(total, grads, strict=True)]
                 total = grads
-                _COUNTED[(*key, j + 1)] = tuple(compressor.counted_bytes(g) for g in total)
-    return _COUNTED[(*key, summed)]
+                _HELD[(*key, j + 1)] = tuple(compressor.counted_bytes(g) for g in total)
+    return _HELD[(*key, summed)]
 
 
 def _loss(out: Any, g: torch.Generator) -> torch.Tensor:

@@ -70,27 +70,30 @@ class Emulation:
     spans: list[Any]  # rank 0's timeline (virtual: step 0; wall: the last step) as Spans
     plan: dict[str, Any] | None  # a planner strategy's plan, as `sim.costs.plan_record`
     step_metrics: list[dict[str, Any]]  # wall clock: rank 0's metrics of each step
+    held_out_passes: int = 0  # held-out backward passes the workers ran (the task's: none)
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the rendezvous of the process group)."""
+    """A TCP port free on this host now (the rendezvous of the process group)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def rendezvous_host(alive: list[dict[str, Any]], rank0_node: str) -> str:
-    """Where rank 0's rendezvous store listens: 127.0.0.1 when every Ray node is on one
-    host (a local run; `ray.cluster_utils.Cluster`'s nodes share an address), else the
-    address of rank 0's node (`rank0_node`, a Ray node id), which the other hosts reach."""
+def rendezvous_host(alive: list[dict[str, Any]], bundle_nodes: list[str]) -> str:
+    """Where rank 0's rendezvous store listens, given the Ray node of each machine's
+    bundle (rank 0's first): 127.0.0.1 when they are all on one host (a local run;
+    `ray.cluster_utils.Cluster`'s nodes share an address), else the address of rank 0's
+    node, which the other hosts reach."""
     from gcbench.cluster.worker import LOOPBACK
 
-    if len({n.get("NodeManagerAddress") for n in alive}) <= 1:
+    address = {n.get("NodeID"): n.get("NodeManagerAddress") for n in alive}
+    for node in bundle_nodes:
+        if address.get(node) is None:
+            raise InfeasibleError(f"emulate: the workers' node {node} left the Ray cluster")
+    if len({address[node] for node in bundle_nodes}) <= 1:
         return LOOPBACK
-    for n in alive:
-        if n.get("NodeID") == rank0_node:
-            return str(n["NodeManagerAddress"])
-    raise InfeasibleError(f"emulate: rank 0's node {rank0_node} left the Ray cluster")
+    return str(address[bundle_nodes[0]])
 
 
 def plan_of(cell: Cell, planned: Any = None) -> tuple[Any, Any, Any]:
@@ -228,9 +231,12 @@ def emulate_cell(
 
     profile, step, period = check_cell(cell)
     steps = max(steps, period)  # the virtual clock times every step of the period
+    held = _held_out(cell, step.plan)
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            results, startup_s, server_nodes = _attempt(cell, steps, timeout_s, keep, step.plan)
+            results, startup_s, server_nodes = _attempt(
+                cell, steps, timeout_s, keep, step.plan, held
+            )
             break
         except RayActorError as e:
             if attempt == ATTEMPTS:
@@ -261,11 +267,28 @@ def emulate_cell(
         attempts=attempt,
         spans=results[0]["spans"],
         step_metrics=results[0]["step_metrics"],
+        held_out_passes=sum(r["held_out_passes"] for r in results),
     )
 
 
+def _held_out(cell: Cell, planned: Any) -> dict[Any, Any]:
+    """For real gradients (`compute_time: measured`): what the size model counts and fits
+    on held-out backward passes, computed here, once, for every payload the workers'
+    plans lower (each step of the period timed once asks for them), and handed to the
+    workers: otherwise each would run the passes itself, in the middle of its clock."""
+    if cell.compute_time != "measured":
+        return {}
+    from gcbench.cluster.backward import held_out_state
+    from gcbench.sim.iteration import simulate
+
+    profile, period = period_of(cell, planned)
+    for s in period:
+        simulate(profile, s.costs, s.plan, keep_jobs=False)
+    return held_out_state(profile, cell.seed)
+
+
 def _attempt(
-    cell: Cell, steps: int, timeout_s: float, keep: bool, plan: Any
+    cell: Cell, steps: int, timeout_s: float, keep: bool, plan: Any, held: dict[Any, Any]
 ) -> tuple[list[dict[str, Any]], float, list[str]]:
     """One attempt on fresh actors: every worker's result by rank, the start-up seconds
     and the servers' nodes. The actors and their placement groups are released whatever
@@ -309,37 +332,45 @@ def _attempt(
             f"emulate: {machines} x {gpus} workers and {k} servers could not be placed "
             f"within {PLACEMENT_S:.0f} s (the Ray cluster's free resources changed)"
         )
-    port = free_port()  # free here; on a cluster of several hosts, assumed free there too
-    host = rendezvous_host(alive, placement_group_table(pg)["bundles_to_node_id"][0])
-    t0 = time.perf_counter()
-    actor: Any = ray.remote(Worker)
-    workers: list[Any] = [
-        actor.options(
-            num_cpus=WORKER_CPUS,
-            num_gpus=per_gpu,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                pg, placement_group_bundle_index=r // gpus
-            ),
-        ).remote(r, world, gpus, port, host=host)
-        for r in range(world)
-    ]
-    server: Any = ray.remote(Server)
-    servers: list[Any] = [] if spg is None else [
-        server.options(
-            num_cpus=WORKER_CPUS,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                spg, placement_group_bundle_index=i
-            ),
-        ).remote(cell.compressor.kind, cell.compressor.params())
-        for i in range(k)
-    ]
+    workers: list[Any] = []
+    servers: list[Any] = []
     try:
+        # free here; on a cluster of several hosts, assumed free on rank 0's too (a
+        # clash fails the attempt, and the next one draws another port)
+        port = free_port()
+        nodes = placement_group_table(pg)["bundles_to_node_id"]
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        host = rendezvous_host(alive, [nodes[m] for m in range(machines)])
+        t0 = time.perf_counter()
+        actor: Any = ray.remote(Worker)
+        workers = [
+            actor.options(
+                num_cpus=WORKER_CPUS,
+                num_gpus=per_gpu,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    pg, placement_group_bundle_index=r // gpus
+                ),
+            ).remote(r, world, gpus, port, host=host)
+            for r in range(world)
+        ]
+        server: Any = ray.remote(Server)
+        servers = [] if spg is None else [
+            server.options(
+                num_cpus=WORKER_CPUS,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    spg, placement_group_bundle_index=i
+                ),
+            ).remote(cell.compressor.kind, cell.compressor.params())
+            for i in range(k)
+        ]
         up = [s.ready.remote() for s in servers]
         _gather([w.ready.remote() for w in workers] + up, timeout_s, "start")
         server_nodes = ray.get(up)  # answered already: in the servers' order
         startup_s = time.perf_counter() - t0
         results = _gather(
-            [w.run.remote(cell, steps, keep, servers, plan) for w in workers], timeout_s, "finish"
+            [w.run.remote(cell, steps, keep, servers, plan, held) for w in workers],
+            timeout_s,
+            "finish",
         )
     finally:
         for a in workers + servers:

@@ -119,6 +119,24 @@ def _sleep_until(t: float) -> None:
 LOOPBACK = "127.0.0.1"
 
 
+def interface_of(address: str) -> str | None:
+    """The name of the network interface holding this IPv4 address (Linux), or None."""
+    import fcntl
+    import struct
+
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                request = struct.pack("256s", name.encode()[:15])
+                got = fcntl.ioctl(s.fileno(), siocgifaddr, request)
+            except OSError:  # no IPv4 address on this interface
+                continue
+            if socket.inet_ntoa(got[20:24]) == address:
+                return name
+    return None
+
+
 class Worker:
     """One emulated GPU: rank `rank` of `world`, `gpus` to a machine."""
 
@@ -133,6 +151,13 @@ class Worker:
     ):
         if host == LOOPBACK:  # one host: gloo's pairs on loopback too
             os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+        else:  # the interface holding this node's Ray address (the hostname may resolve
+            # to 127.0.1.1, which gloo would announce to the other hosts)
+            import ray
+
+            name = interface_of(ray.util.get_node_ip_address())
+            if name is not None:
+                os.environ["GLOO_SOCKET_IFNAME"] = name
         torch.set_num_threads(1)  # the workers share the host's cores
         self.rank, self.world, self.gpus = rank, world, gpus
         timeout = datetime.timedelta(seconds=timeout_s)
@@ -177,6 +202,7 @@ class Worker:
         keep: bool = False,
         servers: list[Any] | None = None,
         planned: Plan | None = None,
+        held_out: dict[Any, Any] | None = None,
     ) -> dict[str, Any]:
         """`steps` iterations of the cell's plan on this worker's gradients: per step and
         bucket the bytes of each phase; the iteration (`metrics`, `iteration_s`) on the
@@ -189,7 +215,10 @@ class Worker:
         0 after the iteration, not counted in its bytes or time): the exact sum to within
         2^-50 or so, against which rank 0 measures its aggregate. `servers`: the cell's
         summation servers (`server.Server` actors), pushed to on this worker's ring;
-        `planned`: a planner's plan, made by the task that runs the cell."""
+        `planned`: a planner's plan, made by the task that runs the cell; `held_out`: what
+        that task counted and fitted on held-out passes for the size model of real
+        gradients (`backward.held_out_state`), so this worker does not run them."""
+        from gcbench.cluster.backward import held_out_passes, prime
         from gcbench.cluster.emulate import period_of
         from gcbench.cluster.server import Servers
         from gcbench.sim.costs import period_mean
@@ -198,6 +227,7 @@ class Worker:
             g = self.gpus
             self.groups.servers = Servers(servers, self.rank % g, self.world // g, self.rank // g)
 
+        prime(held_out or {})
         profile, period = period_of(cell, planned)
         plan = period[0].plan  # every step of a period has the same buckets
         numels = [t.numel for t in profile.tensors]
@@ -336,6 +366,7 @@ class Worker:
             "step_s": step_s,
             "fidelity": fid.result() if self.rank == 0 else None,
             "aggregates": kept if self.rank == 0 else None,
+            "held_out_passes": held_out_passes(),
         }
 
     def wall_step(

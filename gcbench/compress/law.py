@@ -9,9 +9,11 @@ from it (`gcbench.cluster.gradients`); the simulator takes from it what a thresh
 3LC payload is expected to hold. Nothing here is fitted: the sizes follow from the law.
 
 Real gradients (`compute_time: measured`) have scales of their own (bert-base's at
-initialisation sit far above 1/sqrt(n)), which threshold's share follows directly. For
-them the sizes take each tensor's scale as given (`scales`), fitted by `fit_scale` on a
-backward pass that no worker runs (`gcbench.cluster.backward.fitted_scales`).
+initialisation sit far above 1/sqrt(n)). For them 3LC's sizes take each tensor's scale
+as given (`scales`), fitted by `fit_scale` on a backward pass that no worker runs
+(`gcbench.cluster.backward.fitted_scales`); threshold's, whose share follows the scale
+and the shape of the tail alike, are counted on such passes instead
+(`gcbench.cluster.backward.held_out_bytes`), not taken from this law.
 
 |T| for ν = 3 has a closed form, P(|T| > x) = 1 - (2/π)(u/(1+u²) + atan u), u = x/√3,
 so this needs neither scipy nor sampling.
