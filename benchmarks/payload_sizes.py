@@ -20,10 +20,11 @@ measured` cell plans with; out of sample, rank 0's gradients are not seen by the
 and `2-sum/fitted`: ranks 0 and 1's real gradients summed (what a payload compressed
 after an intra-machine reduce-scatter of 2 GPUs holds) against the model of a sum of 2
 (`summed=2`, `law.sum_tail`) at the fitted scales. For a compressor whose payload adds
-over its tensors (threshold), `real/held-out` and `2-sum/held-out` are against what a
-`compute_time: measured` cell now plans with instead: the bytes counted on one held-out
-backward pass, and on the sum of two (`cluster.backward.held_out_bytes`, ranks -1 and
--2; out of sample: no rank's gradients are seen).
+over its tensors (threshold) and for 3LC, `real/held-out` and `2-sum/held-out` are
+against what a `compute_time: measured` cell now plans with instead (`Costs.bucket_bytes`
+of such a cell): threshold's bytes counted on one held-out backward pass, and on the sum
+of two (`cluster.backward.held_out_bytes`, ranks -1 and -2); 3LC's from the peak and
+shares observed on them (`held_out_peaks`). Out of sample: no rank's gradients are seen.
 Then the synthetic sizes at step `--ef-steps` with residual error feedback (what the
 model does not cover: it is step 0's), and the model over the compressor's data-free
 `wire_bytes` (for 3LC its upper bound, which the simulator used before). Also prints the
@@ -53,12 +54,13 @@ def main() -> None:
 
     import torch
 
-    from gcbench.cluster.backward import Backward, fitted_scales, held_out_bytes
+    from gcbench.cluster.backward import Backward, fitted_scales
     from gcbench.cluster.emulate import plan_of
     from gcbench.cluster.gradients import bucket_gradient
     from gcbench.compress import create
     from gcbench.compress.memory import ResidualMemory
     from gcbench.config import Cell
+    from gcbench.sim.costs import costs_for
 
     cell = Cell.model_validate(
         {
@@ -113,10 +115,14 @@ def main() -> None:
             ))  # fmt: skip
         ratios = [sent[0] / model, sent[1] / model, sent[1] / fitted, sent[2] / summed]
         held = ["", ""]
-        if comp.counted:
+        if comp.law_sized:  # what a measured cell plans with: `Costs.bucket_bytes`
+            measured = Cell.model_validate({**cell.model_dump(), "compressor": spec,
+                                            "strategy": "allgather",
+                                            "mode": "emulate", "compute_time": "measured"})
+            planned = costs_for(measured).bucket_bytes
             for j, workers in enumerate((1, 2)):
-                per = held_out_bytes(profile, cell.seed, comp, spec, workers)
-                held[j] = f"{sent[1 + j] / sum(per):.3f}"
+                want = sum(planned(tuple(k), workers) for k in plan.buckets)
+                held[j] = f"{sent[1 + j] / want:.3f}"
         comp, memory = create(kind, **params), ResidualMemory()
         for step in range(ef + 1):  # rank 0's synthetic gradients with error feedback
             ef_sent = 0

@@ -186,11 +186,11 @@ def test_counted_bytes_are_what_threshold_sends():
         create("threelc").counted_bytes(g)
 
 
-def test_a_measured_cell_plans_with_held_out_counts_or_fitted_scales_a_profile_cell_with_the_law():
+def test_a_measured_cell_plans_on_held_out_passes_and_a_profile_cell_with_the_law():
     """`Costs.bucket_bytes` of an emulated `compute_time: measured` cell: threshold's
-    counted on held-out passes, 3LC's expected at the fitted scales; of the same cells
-    on the profile, the law's."""
-    from gcbench.cluster.backward import fitted_scales, held_out_bytes
+    counted on held-out passes, 3LC's from the peaks and shares observed on them; of the
+    same cells on the profile, the law's."""
+    from gcbench.cluster.backward import held_out_bytes, held_out_peaks
     from gcbench.sim.costs import cell_profile, costs_for
 
     for kind in ("threshold", "threelc"):
@@ -209,8 +209,42 @@ def test_a_measured_cell_plans_with_held_out_counts_or_fitted_scales_a_profile_c
                 label = cell.compressor.label()
                 want = sum(held_out_bytes(profile, cell.seed, c, label, 2))
             else:
-                want = c.expected_bytes(numels, fitted_scales(profile, cell.seed), 2)
+                peaks, over = held_out_peaks(profile, cell.seed, 1.0, cell.compressor.label(), 2)
+                j = int(np.argmax(peaks))
+                want = c.observed_bytes(numels, [over[i, j] for i in bucket])
             assert got == pytest.approx(want, rel=1e-12), (kind, compute_time)
+
+
+def test_threelc_on_real_gradients_is_observed_on_held_out_passes():
+    """3LC's size model for real gradients: each tensor's peak, and its values past
+    s·m/2 for every candidate peak m, counted on held-out passes (the table checked here
+    against a direct count on the sum of passes -1 and -2); a bucket's expected size from
+    it within 10% of what 3LC sends for tiny-mlp's rank 0 and for ranks 0 + 1 summed."""
+    from gcbench.cluster.backward import Backward, held_out_peaks
+    from gcbench.sim.costs import cell_profile, plan_for
+
+    cell = _tiny_mlp_cell(compressor={"kind": "threelc", "sparsity": 1.5})
+    profile = cell_profile(cell)
+    backward = Backward(profile, cell.seed)
+    label = cell.compressor.label()
+    held = [backward.step(r, 0)[0] for r in (-1, -2)]
+    peaks, over = held_out_peaks(profile, cell.seed, 1.5, label, 2)
+    summed = [(a + b).abs() for a, b in zip(*held, strict=True)]
+    assert peaks == tuple(float(m.max()) for m in summed)
+    for i, m in enumerate(summed):
+        for j, peak in enumerate(peaks):
+            assert over[i, j] == int((m > 1.5 * peak / 2).sum())
+    ranks = [backward.step(r, 0)[0] for r in (0, 1)]
+    c = create("threelc", sparsity=1.5)
+    numels = [t.numel for t in profile.tensors]
+    for k, grads in ((1, ranks[0]), (2, [a + b for a, b in zip(*ranks, strict=True)])):
+        peaks, over = held_out_peaks(profile, cell.seed, 1.5, label, k)
+        sent = want = 0.0
+        for b, bucket in enumerate(plan_for(cell, profile).buckets):
+            sent += c.compress(torch.cat([grads[i] for i in bucket]), f"{k}:{b}", 0).wire_bytes
+            j = max(bucket, key=peaks.__getitem__)
+            want += c.observed_bytes([numels[i] for i in bucket], [over[i, j] for i in bucket])
+        assert want == pytest.approx(sent, rel=0.10), k
 
 
 @pytest.mark.parametrize("k", [2, 4])

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from gcbench.compress.base import stable_seed
@@ -75,7 +76,10 @@ class Backward:
         # gradients depend on (seed, rank, step) alone, not on what the process ran before
         # (on a GPU up to the order of atomic additions in some backward kernels)
         with _forked():
-            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
+            drawn = int(torch.randint(0, 2**62, (1,), generator=g))
+            torch.default_generator.manual_seed(drawn)
+            if self.device.type == "cuda":  # initialised by the model: `_forked` keeps it
+                torch.cuda.manual_seed_all(drawn)
             inputs = model_input(p.name, p.batch_size, p.seq_len, self.device)
             return self._run(inputs, g, ready)
 
@@ -133,10 +137,10 @@ class Backward:
 
 
 FIT_RANK = -1  # the input the expected-size model's scales are fitted on: no worker's
-# What this process fitted or counted on held-out passes: ("scales", *model) and
-# ("counts", *model, label, k), model = `_model_key`; the cell's task computes them and
-# hands them to its workers (`held_out_state`, `prime`), so no worker runs the passes
-_HELD: dict[tuple[Any, ...], tuple[float, ...]] = {}
+# What this process fitted or counted on held-out passes: ("scales", *model),
+# ("counts" or "peaks", *model, label, k), model = `_model_key`; the cell's task computes
+# them and hands them to its workers (`held_out_state`, `prime`): no worker runs passes
+_HELD: dict[tuple[Any, ...], Any] = {}
 
 
 _PASSES = [0]  # held-out backward passes this process ran
@@ -152,14 +156,14 @@ def _model_key(profile: ModelProfile, seed: int) -> tuple[Any, ...]:
     return (profile.name, profile.batch_size, profile.seq_len, len(profile.tensors), seed)
 
 
-def held_out_state(profile: ModelProfile, seed: int) -> dict[tuple[Any, ...], tuple[float, ...]]:
+def held_out_state(profile: ModelProfile, seed: int) -> dict[tuple[Any, ...], Any]:
     """Everything this process fitted or counted on held-out passes of this model and
     seed (`fitted_scales`, `held_out_bytes`), for `prime` in another process."""
     model = _model_key(profile, seed)
     return {k: v for k, v in _HELD.items() if k[1 : 1 + len(model)] == model}
 
 
-def prime(state: dict[tuple[Any, ...], tuple[float, ...]]) -> None:
+def prime(state: dict[tuple[Any, ...], Any]) -> None:
     """Take what another process fitted or counted (`held_out_state`): the passes are
     not run again here."""
     _HELD.update(state)
@@ -189,31 +193,71 @@ def fitted_scales(profile: ModelProfile, seed: int) -> tuple[float, ...]:
     return _HELD[key]
 
 
+def _passes(
+    profile: ModelProfile, seed: int, summed: int, record: Callable[[int, list[torch.Tensor]], None]
+) -> None:
+    """`summed` real backward passes on inputs no worker draws (ranks `FIT_RANK`,
+    `FIT_RANK` - 1, ...), `record(k, the sum of the first k)` after each; the caller's
+    random state is left as it was."""
+    with _forked():
+        backward = Backward(profile, seed)
+        total: list[torch.Tensor] = []
+        for j in range(summed):
+            grads, _, _ = backward.step(FIT_RANK - j, 0)
+            _PASSES[0] += 1
+            if total:
+                grads = [a.add_(g) for a, g in zip(total, grads, strict=True)]
+            total = grads
+            record(j + 1, total)
+
+
 def held_out_bytes(
     profile: ModelProfile, seed: int, compressor: Any, label: str, summed: int = 1
 ) -> tuple[float, ...]:
     """Per tensor, the bytes `compressor.counted_bytes` counts (a compressor whose payload
-    adds over its tensors: threshold) on the sum of `summed` real backward passes on
-    inputs no worker draws (ranks `FIT_RANK`, `FIT_RANK` - 1, ...): the expected-size
-    model of a `compute_time: measured` cell, out of sample. Counted on real gradients,
-    not on a law: their tails (bert-base-squad's are far lighter than t₃'s) and the
-    correlation between workers (the same weights: a sum keeps values past τ that
-    neither worker's gradient had) are in the counts. One pass per worker summed; each
-    prefix of the passes is kept, per model shape, seed and compressor (`label`, which
-    must name its parameters: the cell's `compressor.label()`); the caller's random
-    state is left as it was."""
+    adds over its tensors: threshold) on the sum of `summed` held-out passes (`_passes`):
+    the expected-size model of a `compute_time: measured` cell, out of sample. Counted
+    on real gradients, not on a law: their tails (bert-base-squad's are far lighter than
+    t₃'s) and the correlation between workers (the same weights: a sum keeps values past
+    τ that neither worker's gradient had) are in the counts. One pass per worker summed;
+    each prefix of the passes is kept, per model shape, seed and compressor (`label`,
+    which must name its parameters: the cell's `compressor.label()`)."""
     key = ("counts", *_model_key(profile, seed), label)
     if (*key, summed) not in _HELD:
-        with _forked():
-            backward = Backward(profile, seed)
-            total: list[torch.Tensor] = []
-            for j in range(summed):
-                grads, _, _ = backward.step(FIT_RANK - j, 0)
-                _PASSES[0] += 1
-                if total:
-                    grads = [a.add_(g) for a, g in zip(total, grads, strict=True)]
-                total = grads
-                _HELD[(*key, j + 1)] = tuple(compressor.counted_bytes(g) for g in total)
+
+        def record(k: int, total: list[torch.Tensor]) -> None:
+            _HELD[(*key, k)] = tuple(compressor.counted_bytes(g) for g in total)
+
+        _passes(profile, seed, summed, record)
+    return _HELD[(*key, summed)]
+
+
+def held_out_peaks(
+    profile: ModelProfile, seed: int, sparsity: float, label: str, summed: int = 1
+) -> tuple[tuple[float, ...], np.ndarray]:
+    """3LC's view of the sum of `summed` held-out passes (`_passes`): each tensor's peak
+    |g|, and `over[i, j]`, how many of tensor i's values lie past `sparsity` · (tensor
+    j's peak) / 2 — a bucket's peak is its largest tensor's, so every bucket's share of
+    nonzero values is read from this table (`compress.law.threelc_bytes_observed`).
+    Kept per model shape, seed, compressor (`label`) and prefix of the passes."""
+    key = ("peaks", *_model_key(profile, seed), label)
+    if (*key, summed) not in _HELD:
+
+        def record(k: int, total: list[torch.Tensor]) -> None:
+            mags = [g.abs().numpy() for g in total]
+            peaks = np.array([float(m.max()) if m.size else 0.0 for m in mags])
+            cuts = sparsity * peaks / 2
+            order = np.argsort(cuts, kind="stable")
+            ranked = cuts[order]
+            over = np.empty((len(mags), len(mags)))
+            for i, m in enumerate(mags):
+                below = np.searchsorted(ranked, m, side="left")  # the cuts under each value
+                hist = np.bincount(below, minlength=len(ranked) + 1)
+                past = hist[::-1].cumsum()[::-1]  # past[r]: values over r cuts or more
+                over[i, order] = past[1:]  # over cut r: more than r + 1 cuts under it
+            _HELD[(*key, k)] = (tuple(peaks.tolist()), over)
+
+        _passes(profile, seed, summed, record)
     return _HELD[(*key, summed)]
 
 

@@ -20,6 +20,7 @@ import queue
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -155,9 +156,16 @@ class Worker:
             # to 127.0.1.1, which gloo would announce to the other hosts)
             import ray
 
-            name = interface_of(ray.util.get_node_ip_address())
+            address = ray.util.get_node_ip_address()
+            name = interface_of(address)
             if name is not None:
                 os.environ["GLOO_SOCKET_IFNAME"] = name
+            else:  # gloo resolves the hostname, which may name a loopback address
+                warnings.warn(
+                    f"emulate: no interface holds {address} as its IPv4 address; gloo "
+                    "picks one from the hostname (set GLOO_SOCKET_IFNAME if peers time out)",
+                    stacklevel=2,
+                )
         torch.set_num_threads(1)  # the workers share the host's cores
         self.rank, self.world, self.gpus = rank, world, gpus
         timeout = datetime.timedelta(seconds=timeout_s)

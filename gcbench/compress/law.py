@@ -22,6 +22,7 @@ so this needs neither scipy nor sampling.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -157,8 +158,26 @@ def threelc_bytes(
     x = peak[:, None] / sigma[None, :]  # (QUANTILES, sizes): the peak in each scale
     below = 1.0 - tail(x)
     p = np.clip((tail(sparsity * x / 2) - tail(x)) / below, 0.0, 1.0 - 1e-16)
+    return _stream_bytes(n, p, groups, len(numels) == 1)
+
+
+def threelc_bytes_observed(numels: Sequence[int], over: Sequence[float]) -> float:
+    """Expected bytes of a 3LC payload of a bucket whose values were observed rather than
+    drawn from the law (real gradients, counted on held-out backward passes:
+    `cluster.backward.held_out_peaks`): `over[i]`, how many of tensor i's values lie past
+    s·m/2, m the bucket's peak, gives its share p directly; groups of five and the zero
+    runs between them as in `threelc_bytes` (values i.i.d. within a tensor)."""
+    n = np.maximum(np.asarray(numels, dtype=np.float64), 1.0)
+    p = np.clip(np.asarray(over, dtype=np.float64) / n, 0.0, 1.0 - 1e-16)[None, :]
+    return _stream_bytes(n, p, -(-int(n.sum()) // 5), len(numels) == 1)
+
+
+def _stream_bytes(n: np.ndarray, p: np.ndarray, groups: int, lone: bool) -> float:
+    """The scale and the zero-run encoded stream (3LC §3.3) of G `groups`, a value of
+    tensor i nonzero with probability p[u, i] (rows: the peak's quantiles, averaged; or
+    one row), tensor i holding n[i] values: the mean bytes."""
     q = -np.expm1(5 * np.log1p(-p))
-    if len(numels) == 1 and groups <= EXACT_GROUPS:
+    if lone and groups <= EXACT_GROUPS:
         return 5.0 + float(np.mean((groups - 1) * q[:, 0] + _mean_pieces(q[:, 0], groups)))
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = q * (1 - q) / -np.expm1(14 * np.log1p(-q))

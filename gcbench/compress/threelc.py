@@ -611,6 +611,14 @@ class ThreeLC(Compressor):
         on the values) plus the fp32 scale."""
         return -(-numel // 5) + 4
 
+    def observed_bytes(self, numels: Sequence[int], over: Sequence[float]) -> float:
+        """The zero-run encoded size expected of a bucket whose values were observed (real
+        gradients): `over[i]` of tensor i's values past s·m/2, m the bucket's peak
+        (`law.threelc_bytes_observed`)."""
+        from gcbench.compress.law import threelc_bytes_observed
+
+        return threelc_bytes_observed(numels, over)
+
     def expected_bytes(
         self, numels: Sequence[int], scales: Sequence[float] | None = None, summed: int = 1
     ) -> float:

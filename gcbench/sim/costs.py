@@ -214,16 +214,15 @@ def orthogonalisation_s(profile: ModelProfile, rank: int) -> tuple[float, ...]:
 
 
 def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
-    """A bucket's expected payload from its tensors' indices: on the gradient law, at the
-    law's scales, or — for real gradients (an emulated cell with `compute_time:
-    measured`) — counted on real backward passes that no worker runs where the payload
-    adds over tensors (threshold: `cluster.backward.held_out_bytes`, one pass per worker
-    summed), else at each tensor's scale fitted on such a pass (3LC:
-    `cluster.backward.fitted_scales`); `summed`: compressed from the sum of that many
-    workers' gradients. Cached per distinct bucket of sizes (and scales) and sum."""
+    """A bucket's expected payload from its tensors' indices: on the gradient law, or —
+    for real gradients (an emulated cell with `compute_time: measured`) — from real
+    backward passes that no worker runs, one per worker summed: threshold's kept values
+    counted (`cluster.backward.held_out_bytes`), 3LC's peak and each tensor's values past
+    it observed (`cluster.backward.held_out_peaks`); `summed`: compressed from the sum of
+    that many workers' gradients. Cached per distinct bucket (of sizes, on the law) and
+    sum."""
     profile = cell_profile(cell)
     numels = tuple(t.numel for t in profile.tensors)
-    scales: tuple[float, ...] | None = None
     real = cell.mode == "emulate" and cell.compute_time == "measured"
     if real and compressor.counted:  # threshold: counted on held-out real gradients
         from gcbench.cluster.backward import held_out_bytes
@@ -235,17 +234,26 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
             return float(sum(per[i] for i in bucket))
 
         return counted
-    if real:
-        from gcbench.cluster.backward import fitted_scales
+    if real and hasattr(compressor, "observed_bytes"):  # 3LC: its peak and shares, observed
+        from gcbench.cluster.backward import held_out_peaks
 
-        scales = fitted_scales(profile, cell.seed)
+        label, sparsity = cell.compressor.label(), float(compressor.sparsity)
+        known: dict[tuple[tuple[int, ...], int], float] = {}
+
+        def observed(bucket: tuple[int, ...], summed: int = 1) -> float:
+            got = known.get((bucket, summed))
+            if got is None:
+                peaks, over = held_out_peaks(profile, cell.seed, sparsity, label, summed)
+                j = max(bucket, key=peaks.__getitem__)  # the bucket's peak is its tensor's
+                sizes = [numels[i] for i in bucket]
+                got = known[bucket, summed] = compressor.observed_bytes(sizes, over[bucket, j])
+            return got
+
+        return observed
     sized = lru_cache(maxsize=65536)(compressor.expected_bytes)
 
     def bucket_bytes(bucket: tuple[int, ...], summed: int = 1) -> float:
-        sizes = tuple(numels[i] for i in bucket)
-        if scales is None:
-            return float(sized(sizes, None, summed))
-        return float(sized(sizes, tuple(scales[i] for i in bucket), summed))
+        return float(sized(tuple(numels[i] for i in bucket), None, summed))
 
     return bucket_bytes
 
