@@ -99,7 +99,14 @@ def run(
         ),
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Cells running at once (default: the cluster's CPUs).")
+        int | None,
+        typer.Option(
+            min=1,
+            help="Cells handed to Ray at once (default: twice the cluster's CPUs, so the "
+            "next cell is queued when one ends; Ray runs a CPU's worth at a time). An "
+            "emulate suite runs one cell at a time whatever this says: each cell's "
+            "actors take every core.",
+        ),
     ] = None,
     num_cpus: Annotated[
         int | None, typer.Option(min=1, help="CPUs of the local Ray instance (default: all).")
@@ -442,21 +449,25 @@ def report(
     against OTHER_RUN: matched by cell id (the same config in two gcbench versions), or
     with --on on the named columns (two settings).
     """
+    from gcbench.report.compare import compare_runs
     from gcbench.report.html import write_compare, write_report
 
     if on is not None and compare is None:
         _err("--on: only with --compare")
         raise typer.Exit(2)
     keys = [k.strip() for k in on.split(",") if k.strip()] if on is not None else None
+    with _errors(), _results_warnings():
+        # the comparison first: a bad OTHER_RUN or --on is refused before anything is written
+        compared = compare_runs(results_dir, compare, keys) if compare is not None else None
     with _errors(), _results_warnings(), _report_progress() as progress:
         page = write_report(
             results_dir, out, all_cells=all_cells, self_contained=self_contained,
             progress=progress,
         )  # fmt: skip
         if compare is not None:
-            target, pairs, summary = write_compare(results_dir, compare, keys, out)
+            target, pairs, summary = write_compare(results_dir, compare, keys, out, compared)
     if compare is None:
-        typer.echo(f"report: {page}")
+        typer.echo(_dumps({"report": str(page)}) if json_out else f"report: {page}")
         return
     if json_out:
         rows = pairs.astype(object).where(pairs.notna(), None).to_dict("records")
@@ -853,6 +864,9 @@ def profile(
         _known_model(name)
         _positive(batch, "--batch")
         _positive(seq_len, "--seq-len")
+        _positive(iterations, "--iterations")
+        if warmup < 0:
+            raise ConfigError([f"--warmup must be >= 0, got {warmup}"])
         _torch_device(torch_device)
         from gcbench.zoo.measure import measure_profile
         from gcbench.zoo.profile_io import write_profile
@@ -1010,7 +1024,12 @@ def simulate(
         ),
     ] = None,
     trace: Annotated[
-        Path | None, typer.Option("--trace", help="Write a Chrome trace (Trace Event Format).")
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Write a Chrome trace (Trace Event Format) to this file (its folder is "
+            "created if missing).",
+        ),
     ] = None,
     mode: Annotated[
         str,
@@ -1270,12 +1289,13 @@ def plan(**given: Any) -> None:
 
 
 def _plan_signature() -> None:
-    """`plan` takes `simulate`'s flags, less --option and --trace, with --strategy's
-    default bytecomp: typer reads the signature and annotations set here."""
+    """`plan` takes `simulate`'s flags, less --option, --trace, --plan and --mode (a plan
+    is made by the simulator's planner), with --strategy's default bytecomp: typer reads
+    the signature and annotations set here."""
     import inspect
 
     sig = inspect.signature(simulate, eval_str=True)  # typer reads evaluated annotations
-    dropped = ("option", "trace", "plan_file")
+    dropped = ("option", "trace", "plan_file", "mode")
     params = [p for name, p in sig.parameters.items() if name not in dropped]
     help_ = "bytecomp (default), bytecomp-greedy, brute-force (at most 10 tensors), upper-bound."
     strategy = Annotated[str | None, typer.Option("--strategy", help=help_, show_default=False)]
@@ -1613,8 +1633,23 @@ def options(
 
 
 def main() -> None:
+    try:  # the click typer runs on: its own copy in recent versions
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions as cx  # type: ignore[no-redef]
     try:
-        app()
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)
+    except cx.NoArgsIsHelpError as e:  # a bare command: its help
+        typer.echo(e.format_message())
+        sys.exit(2)
+    except cx.UsageError as e:  # a flag misspelt or mistyped: one line, as ours are
+        where = e.ctx.command_path if e.ctx is not None else "gcbench"
+        _err(f"{e.format_message()} (see {where} --help)")
+        sys.exit(2)
+    except cx.ClickException as e:
+        _err(e.format_message())
+        sys.exit(e.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

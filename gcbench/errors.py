@@ -29,7 +29,10 @@ class ConfigError(GcbenchError):
 
 
 class PlanError(GcbenchError):
-    """A planner could not produce a plan for a cell."""
+    """A planner could not produce a plan for a cell: what was asked of it (constraints
+    that leave no option, brute force over too many tensors) cannot be done."""
+
+    status = 2  # the cell's settings, as a ConfigError's
 
 
 class InfeasibleError(GcbenchError):

@@ -105,3 +105,29 @@ def test_module_entry_point_help():
     ).stdout
     for command in ("run", "validate", "report", "schema", "models", "compressors"):
         assert command in out
+
+
+def test_usage_errors_are_one_line_with_exit_2():
+    """The installed command (`gcbench.cli.main`): a misspelt flag, a value of the wrong
+    type or a missing argument is one `error:` line naming where to look, exit 2;
+    `plan` has no --mode (it plans with the simulator)."""
+    for args, said in (
+        (["plan", "--model", "tiny-mlp", "--inter-gbps", "25", "--mode", "emulate"],
+         "No such option: --mode"),
+        (["simulate", "--model", "resnet50", "--inter-gbps", "abc"], "'--inter-gbps'"),
+        (["run"], "Missing argument"),
+        (["profile", "tiny-mlp", "--iterations", "0"], "--iterations must be > 0"),
+    ):  # fmt: skip
+        r = subprocess.run([sys.executable, "-m", "gcbench", *args], capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, r.stderr
+        assert said in r.stderr and r.stdout == ""
+
+
+def test_a_plan_that_cannot_be_made_is_the_cells_settings_exit_2():
+    """Brute force over resnet50's 161 tensors: a PlanError, one line, exit 2 (what was
+    asked cannot be done, as a bad flag)."""
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--inter-gbps", "25",
+                                 "--strategy", "brute-force"])  # fmt: skip
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "brute force over" in r.stderr

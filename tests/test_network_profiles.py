@@ -84,6 +84,9 @@ def test_a_suite_names_a_profile_file_beside_it_and_results_follow_its_content(t
         ("name: x\nsource: y\ncompute_scale: 0\n", "compute_scale: Input should be greater"),
         ("name: x\nsource: y\nnetwork: [\n", "net.yaml:4: not valid YAML"),
         ("- a list\n", "a network profile is a mapping"),
+        ("name: x\nsource: y\nnetwork: {inter_efficiency: 7}\n",
+         "network: inter_efficiency: must be ≤ 1, got 7"),
+        ("name: x\nsource: y\nnetwork: {intra: infiniband}\n", "network: intra: "),
     ],
 )
 def test_a_bad_profile_is_one_line_naming_the_file(tmp_path, text, message):

@@ -306,3 +306,18 @@ def test_a_damaged_trace_costs_its_cell_page_only(tmp_path, damage):
             page = write_report(store.path, tmp_path / f"out{len(data)}")
         assert all("\n" not in str(w.message) for w in caught)
         assert sorted(p.stem for p in (page.parent / "cells").glob("*.js")) == ids[1:]
+
+
+def test_a_bad_comparison_writes_nothing_and_report_json_is_json(tmp_path):
+    """`report --compare` with an OTHER_RUN that is no run, or an --on column that is no
+    column, is refused before the report is written (the folder stays absent); `report
+    --json` alone prints the page's path as JSON."""
+    a, b = two_runs(tmp_path)
+    for extra in (["--compare", str(tmp_path / "nothing")],
+                  ["--compare", str(b.path), "--on", "modle"]):  # fmt: skip
+        out = tmp_path / f"rep{len(extra)}"
+        r = CliRunner().invoke(app, ["report", str(a.path), "--out", str(out), *extra])
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        assert not out.exists()
+    r = CliRunner().invoke(app, ["report", str(a.path), "--out", str(tmp_path / "j"), "--json"])
+    assert r.exit_code == 0 and Path(json.loads(r.stdout)["report"]).is_file()

@@ -158,7 +158,8 @@ def _model_key(profile: ModelProfile, seed: int) -> tuple[Any, ...]:
 
 def held_out_state(profile: ModelProfile, seed: int) -> dict[tuple[Any, ...], Any]:
     """Everything this process fitted or counted on held-out passes of this model and
-    seed (`fitted_scales`, `held_out_bytes`), for `prime` in another process."""
+    seed (`fitted_scales`, `held_out_bytes`, `held_out_peaks`), for `prime` in another
+    process."""
     model = _model_key(profile, seed)
     return {k: v for k, v in _HELD.items() if k[1 : 1 + len(model)] == model}
 

@@ -272,10 +272,10 @@ def emulate_cell(
 
 
 def _held_out(cell: Cell, planned: Any) -> dict[Any, Any]:
-    """For real gradients (`compute_time: measured`): what the size model counts and fits
-    on held-out backward passes, computed here, once, for every payload the workers'
-    plans lower (each step of the period timed once asks for them), and handed to the
-    workers: otherwise each would run the passes itself, in the middle of its clock."""
+    """For real gradients (`compute_time: measured`): what the size model counts on
+    held-out backward passes, computed here, once, for every payload the workers' plans
+    lower (each step of the period timed once asks for them), and handed to the workers:
+    otherwise each would run the passes itself, in the middle of its clock."""
     if cell.compute_time != "measured":
         return {}
     from gcbench.cluster.backward import held_out_state

@@ -73,6 +73,15 @@ class NetworkProfile(BaseModel):
             raise ValueError(
                 f"network: unknown field(s) {', '.join(unknown)}; valid: {', '.join(fields)}"
             )
+        from gcbench.config.loader import message
+        from gcbench.config.models import Network
+
+        try:  # each value as a suite's network entry takes it (the line rate a stand-in)
+            Network.model_validate({"inter_gbps": 1.0, **self.network})
+        except ValidationError as e:
+            err = e.errors()[0]
+            at = ".".join(str(x) for x in err["loc"])
+            raise ValueError(f"network: {at}: {message(err, Network)}") from None
         bad = sorted(set(self.overrides) - set(COLLECTIVES))
         if bad:
             raise ValueError(

@@ -577,13 +577,15 @@ def write_compare(
     other: Path | str,
     on: list[str] | None = None,
     out: Path | str | None = None,
+    compared: tuple[pd.DataFrame, dict[str, Any]] | None = None,
 ) -> tuple[Path, pd.DataFrame, dict[str, Any]]:
     """`gcbench report RUN --compare OTHER`: writes <out>/<run-id>/compare-<other>.html
     beside the run's page (default out: reports/<suite>) and returns its path, the
-    matched cells and the summary (`compare.compare_runs`)."""
+    matched cells and the summary (`compare.compare_runs`, or `compared` where the caller
+    has them already)."""
     from gcbench.report.compare import compare_page, compare_runs
 
-    pairs, summary = compare_runs(run, other, on)
+    pairs, summary = compared if compared is not None else compare_runs(run, other, on)
     path = resolve_run(Path(run)).resolve()
     base = resolve_run(Path(other)).resolve()
     manifest = RunStore(path).read_manifest()

@@ -184,9 +184,10 @@ def run_suite(
     starts.
 
     Starts a local Ray instance unless one is running or an address is given. At most
-    `concurrency` cells (default: the cluster's CPUs) run at once. A cell that raises
-    becomes rows with `status=failed`; the run goes on. Ctrl-C cancels the cells in
-    flight and re-raises KeyboardInterrupt once the manifest says `interrupted`.
+    `concurrency` cells (default: twice the cluster's CPUs) are handed to Ray at once.
+    A cell that raises becomes rows with `status=failed`; the run goes on. Ctrl-C
+    cancels the cells in flight and re-raises KeyboardInterrupt once the manifest says
+    `interrupted`.
 
     `grid`: the suite's cells when the caller has expanded them already (`expand(suite)`,
     every cell, no `only` filter), so that a huge grid is expanded once.
