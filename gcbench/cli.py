@@ -1208,9 +1208,12 @@ def _flags_cell(given: dict[str, Any]) -> Any:
             }
         )
     except ValidationError as e:
+        from gcbench.config.loader import message
+
         raise ConfigError(
             [
-                f"{_cell_flag(err['loc'], err['msg'])}: {err['msg'].removeprefix('Value error, ')}"
+                f"{_cell_flag(err['loc'], err['msg'])}: "
+                + ("required" if err["type"] == "missing" else message(err, Cell))
                 for err in e.errors()
             ]
         ) from None

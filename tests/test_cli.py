@@ -131,3 +131,17 @@ def test_a_plan_that_cannot_be_made_is_the_cells_settings_exit_2():
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--inter-gbps", "25",
                                  "--strategy", "brute-force"])  # fmt: skip
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "brute force over" in r.stderr
+
+
+def test_a_misspelt_strategy_or_compressor_gets_a_suggestion(tmp_path):
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--inter-gbps", "25",
+                                 "--strategy", "fp61"])  # fmt: skip
+    assert r.exit_code == 2 and "got 'fp61'; did you mean 'fp16'?" in r.stderr
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--inter-gbps", "25",
+                                 "--strategy", "allgather",
+                                 "--compressor", "topk-1pc"])  # fmt: skip
+    assert r.exit_code == 2 and "(did you mean 'topk-1pct'?)" in r.stderr
+    suite = write(tmp_path, "s.yaml", "name: s\ngrid:\n  model: [resnet50]\n  strategy: [fp23]\n"
+                  "  network: [{inter_gbps: 10}]\n  cluster: [{machines: 2}]\n")  # fmt: skip
+    r = CliRunner().invoke(app, ["validate", str(suite)])
+    assert r.exit_code == 2 and "s.yaml:4:" in r.stderr and "did you mean 'fp32'?" in r.stderr

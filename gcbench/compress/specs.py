@@ -186,8 +186,12 @@ def parse_compressor(value: Any) -> Any:
         return PRESETS[value].model_dump()
     kind, _, rest = value.partition(":")
     if kind not in KINDS:
+        import difflib
+
+        close = difflib.get_close_matches(value, [*PRESETS, *KINDS], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(
-            f"unknown compressor {value!r}; presets: {', '.join(PRESETS)}; "
+            f"unknown compressor {value!r}{hint}; presets: {', '.join(PRESETS)}; "
             f"kinds: {', '.join(KINDS)}"
         )
     out: dict[str, Any] = {"kind": kind}

@@ -262,6 +262,10 @@ def message(err: Any, model: type[BaseModel] | None = None) -> str:
         msg = "required key is missing"
     elif kind == "value_error":
         msg = msg.removeprefix("Value error, ")
+    elif kind == "literal_error" and isinstance(value, str):  # a name from a fixed list
+        choices = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+        close = difflib.get_close_matches(value, choices, n=1)
+        msg = f"{msg}, got {_short(value)}" + (f"; did you mean {close[0]!r}?" if close else "")
     elif isinstance(value, (str, int, float, bool)) or value is None:
         msg = f"{msg}, got {_short(value)}"
     return msg
