@@ -519,6 +519,22 @@ def read_points(path: Path, network: str | None) -> tuple[PointsFile, Path]:
     return points, path.parent
 
 
+def _located(path: Path, message: str) -> str:
+    """A fit's error with the points file in front, and the line of the point it names
+    (`points[i] ...`); one that names a file already (an nccl-tests log) as it is."""
+    from gcbench.config import where
+
+    if message.startswith(str(path)) or re.match(r"^\S+:\d+: ", message):
+        return message
+    loc: tuple[str | int, ...] = ()
+    if m := re.match(r"^points\[(\d+)\] ", message):
+        loc = ("points", int(m.group(1)))
+    elif m := re.match(r"^network: (\w+): ", message):
+        loc = ("network", m.group(1))
+    at = where(path, loc).split(": ")[0] if loc else str(path)  # file:line
+    return f"{at}: {message}"
+
+
 def calibrate(
     path: Path, params: list[str], network: str | None = None, inter_gbps: float | None = None
 ) -> NetworkProfile:
@@ -531,8 +547,11 @@ def calibrate(
         if not (inter_gbps > 0 and math.isfinite(inter_gbps)):
             raise ConfigError(f"--inter-gbps: must be a positive number, got {inter_gbps}")
         net["inter_gbps"] = inter_gbps
-    ms = measurements(points, base_dir)
-    result = fit(ms, net, params)
+    try:
+        ms = measurements(points, base_dir)
+        result = fit(ms, net, params)
+    except ConfigError as e:
+        raise ConfigError([_located(path, m) for m in e.messages]) from None
     fitted = {k: float(f"{v:.6g}") for k, v in result.values.items()}
     network_fields = {**{k: v for k, v in net.items() if k not in ("compute_scale", "overrides")},
                       **{k: v for k, v in fitted.items() if k != "compute_scale"}}  # fmt: skip

@@ -258,7 +258,8 @@ def test_one_point_fits_one_parameter_and_says_so_for_two(tmp_path):
     r = run(write_points(tmp_path, point), "--fit", "inter_efficiency,inter_latency_us")
     assert r.exit_code == 2 and "together need 2 points or more" in r.stderr
     r = run(write_points(tmp_path, point, network={"inter_gbps": 100, "inter_efficiency": 2}))
-    assert r.exit_code == 2 and r.stderr.startswith("error: network: inter_efficiency:")
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {tmp_path / 'points.yaml'}:")
+    assert ": network: inter_efficiency:" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_nccl_gather_tables_take_the_whole_buffer_and_other_tests_are_refused(tmp_path):
