@@ -88,6 +88,8 @@ def test_run_then_report(ray_local, tmp_path):
 def test_report_of_a_non_results_folder(tmp_path):
     r = invoke("report", str(tmp_path))
     assert r.exit_code == 2 and "not a gcbench run folder" in r.stderr
+    r = invoke("report", str(tmp_path / "nowhere"))
+    assert r.exit_code == 2 and "nowhere: no such folder" in r.stderr
 
 
 def test_schema_models_compressors():

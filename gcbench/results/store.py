@@ -459,6 +459,8 @@ def lock_holder(folder: Path) -> int | None:
 def resolve_run(path: Path) -> Path:
     """A run folder as given, or a suite folder's latest run; else a ConfigError."""
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such folder (give a run folder or a suite folder)")
     try:
         if (path / MANIFEST).is_file():
             return path
