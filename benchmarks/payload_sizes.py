@@ -143,10 +143,23 @@ def main() -> None:
         ranks = [*range(args.spread), *range(-1, -args.spread - 1, -1)]
         print(f"share of |g| past each threshold, per input (rank; negative: held out): "
               f"{' '.join(f'{r:>9d}' for r in ranks)}")  # fmt: skip
-        values = [torch.cat(backward.step(r, 0)[0]).abs() for r in ranks]
+        passes = [backward.step(r, 0)[0] for r in ranks]
+        values = [torch.cat(g).abs() for g in passes]
         for t in (1e-2, 1e-3, 1e-4):
             shares = " ".join(f"{float((v >= t).float().mean()):9.2e}" for v in values)
             print(f"  tau {t:g}: {shares}")
+        print("bytes sent (every bucket), per input:")
+        for spec in args.compressors.split(","):
+            kind, _, rest = spec.partition(":")
+            params = {k: float(v) for k, v in (p.split("=") for p in rest.split(";") if p)}
+            comp = create(kind, **params)
+            sizes = [
+                sum(comp.compress(torch.cat([g[i] for i in k]), f"s{r}:{b}", 0).wire_bytes
+                    for b, k in enumerate(plan.buckets))
+                for r, g in zip(ranks, passes, strict=True)
+            ]  # fmt: skip
+            print(f"  {spec:28s} {' '.join(f'{x:9d}' for x in sizes)}   "
+                  f"max/min {max(sizes) / max(min(sizes), 1):.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

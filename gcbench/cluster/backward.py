@@ -237,26 +237,30 @@ def held_out_peaks(
     profile: ModelProfile, seed: int, sparsity: float, label: str, summed: int = 1
 ) -> tuple[tuple[float, ...], np.ndarray]:
     """3LC's view of the sum of `summed` held-out passes (`_passes`): each tensor's peak
-    |g|, and `over[i, j]`, how many of tensor i's values lie past `sparsity` · (tensor
-    j's peak) / 2 — a bucket's peak is its largest tensor's, so every bucket's share of
-    nonzero values is read from this table (`compress.law.threelc_bytes_observed`).
-    Kept per model shape, seed, compressor (`label`) and prefix of the passes."""
+    |g|, and `encoded[i, j]`, the bytes of tensor i's zero-run encoded stream (3LC §3.3,
+    groups of five from its first value) when the bucket's peak is tensor j's: its values
+    past `sparsity` · that peak / 2 are the nonzero ones. A bucket's peak is its largest
+    tensor's, so a bucket's payload is read from this table (`Threelc.observed_bytes`),
+    the runs as the real values leave them. Kept per model shape, seed, compressor
+    (`label`) and prefix of the passes."""
     key = ("peaks", *_model_key(profile, seed), label)
     if (*key, summed) not in _HELD:
+        from gcbench.compress._threelc_jit import bytes_at_cuts
 
         def record(k: int, total: list[torch.Tensor]) -> None:
-            mags = [g.abs().numpy() for g in total]
+            mags = [g.abs().double().numpy() for g in total]
             peaks = np.array([float(m.max()) if m.size else 0.0 for m in mags])
-            cuts = sparsity * peaks / 2
+            cuts = (peaks * sparsity).astype(np.float32).astype(np.float64) / 2  # fp32 m, as sent
             order = np.argsort(cuts, kind="stable")
-            ranked = cuts[order]
-            over = np.empty((len(mags), len(mags)))
+            encoded = np.empty((len(mags), len(mags)))
             for i, m in enumerate(mags):
-                below = np.searchsorted(ranked, m, side="left")  # the cuts under each value
-                hist = np.bincount(below, minlength=len(ranked) + 1)
-                past = hist[::-1].cumsum()[::-1]  # past[r]: values over r cuts or more
-                over[i, order] = past[1:]  # over cut r: more than r + 1 cuts under it
-            _HELD[(*key, k)] = (tuple(peaks.tolist()), over)
+                groups = np.zeros(-(-m.size // 5) * 5)
+                groups[: m.size] = m
+                top = groups.reshape(-1, 5).max(axis=1)  # each group's largest |x|
+                if m.size % 5:  # a last group padded with trit 0 is never the zero byte
+                    top[-1] = np.inf
+                encoded[i, order] = bytes_at_cuts(top, np.argsort(top), cuts[order])
+            _HELD[(*key, k)] = (tuple(peaks.tolist()), encoded)
 
         _passes(profile, seed, summed, record)
     return _HELD[(*key, summed)]

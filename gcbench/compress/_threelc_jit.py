@@ -135,3 +135,38 @@ def _run(out, pos, r):
         out[pos] = 243 + r - 2
         pos += 1
     return pos
+
+
+@njit(cache=True)
+def bytes_at_cuts(peaks, order, cuts):
+    """The zero-run encoded length (§3.3) of one tensor's group stream at each of `cuts`
+    (ascending): group k is nonzero, one byte, when its largest |x| (`peaks[k]`; `order`
+    their ascending argsort) passes the cut, and each run of L zero groups takes
+    ceil(L/14) bytes. As the cut rises groups turn zero one by one, each joining the runs
+    beside it: one pass over the groups for every cut (the size model of real gradients,
+    `cluster.backward.held_out_peaks`)."""
+    g = peaks.size
+    other = np.empty(g, np.int64)  # at a zero run's first and last group: its other end
+    zero = np.zeros(g, np.bool_)
+    total = g  # every group nonzero: a byte each
+    out = np.empty(cuts.size, np.int64)
+    p = 0
+    for j in range(cuts.size):
+        while p < g and peaks[order[p]] <= cuts[j]:
+            k = order[p]
+            p += 1
+            a = k
+            b = k
+            lost = 1  # its own byte
+            if k > 0 and zero[k - 1]:
+                a = other[k - 1]
+                lost += (k - a + 13) // 14
+            if k + 1 < g and zero[k + 1]:
+                b = other[k + 1]
+                lost += (b - k + 13) // 14
+            zero[k] = True
+            other[a] = b
+            other[b] = a
+            total += (b - a + 1 + 13) // 14 - lost
+        out[j] = total
+    return out

@@ -8,12 +8,12 @@ tensors of every size carry comparable norms. The emulator draws its synthetic g
 from it (`gcbench.cluster.gradients`); the simulator takes from it what a threshold or
 3LC payload is expected to hold. Nothing here is fitted: the sizes follow from the law.
 
-Real gradients (`compute_time: measured`) have scales of their own (bert-base's at
-initialisation sit far above 1/sqrt(n)). For them 3LC's sizes take each tensor's scale
-as given (`scales`), fitted by `fit_scale` on a backward pass that no worker runs
-(`gcbench.cluster.backward.fitted_scales`); threshold's, whose share follows the scale
-and the shape of the tail alike, are counted on such passes instead
-(`gcbench.cluster.backward.held_out_bytes`), not taken from this law.
+Real gradients (`compute_time: measured`) have scales and tails of their own
+(bert-base's at initialisation sit far above 1/sqrt(n)), and their nonzero values
+cluster. For them the sizes are not taken from this law but observed on backward passes
+that no worker runs (`gcbench.cluster.backward`: threshold's kept values counted, 3LC's
+streams encoded). The law at each tensor's scale (`scales`, `fit_scale`), which they
+replaced, stays for `benchmarks/payload_sizes.py`'s comparison.
 
 |T| for ν = 3 has a closed form, P(|T| > x) = 1 - (2/π)(u/(1+u²) + atan u), u = x/√3,
 so this needs neither scipy nor sampling.
@@ -22,7 +22,6 @@ so this needs neither scipy nor sampling.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -158,26 +157,8 @@ def threelc_bytes(
     x = peak[:, None] / sigma[None, :]  # (QUANTILES, sizes): the peak in each scale
     below = 1.0 - tail(x)
     p = np.clip((tail(sparsity * x / 2) - tail(x)) / below, 0.0, 1.0 - 1e-16)
-    return _stream_bytes(n, p, groups, len(numels) == 1)
-
-
-def threelc_bytes_observed(numels: Sequence[int], over: Sequence[float]) -> float:
-    """Expected bytes of a 3LC payload of a bucket whose values were observed rather than
-    drawn from the law (real gradients, counted on held-out backward passes:
-    `cluster.backward.held_out_peaks`): `over[i]`, how many of tensor i's values lie past
-    s·m/2, m the bucket's peak, gives its share p directly; groups of five and the zero
-    runs between them as in `threelc_bytes` (values i.i.d. within a tensor)."""
-    n = np.maximum(np.asarray(numels, dtype=np.float64), 1.0)
-    p = np.clip(np.asarray(over, dtype=np.float64) / n, 0.0, 1.0 - 1e-16)[None, :]
-    return _stream_bytes(n, p, -(-int(n.sum()) // 5), len(numels) == 1)
-
-
-def _stream_bytes(n: np.ndarray, p: np.ndarray, groups: int, lone: bool) -> float:
-    """The scale and the zero-run encoded stream (3LC §3.3) of G `groups`, a value of
-    tensor i nonzero with probability p[u, i] (rows: the peak's quantiles, averaged; or
-    one row), tensor i holding n[i] values: the mean bytes."""
     q = -np.expm1(5 * np.log1p(-p))
-    if lone and groups <= EXACT_GROUPS:
+    if len(numels) == 1 and groups <= EXACT_GROUPS:
         return 5.0 + float(np.mean((groups - 1) * q[:, 0] + _mean_pieces(q[:, 0], groups)))
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = q * (1 - q) / -np.expm1(14 * np.log1p(-q))

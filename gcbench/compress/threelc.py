@@ -611,13 +611,12 @@ class ThreeLC(Compressor):
         on the values) plus the fp32 scale."""
         return -(-numel // 5) + 4
 
-    def observed_bytes(self, numels: Sequence[int], over: Sequence[float]) -> float:
-        """The zero-run encoded size expected of a bucket whose values were observed (real
-        gradients): `over[i]` of tensor i's values past s·m/2, m the bucket's peak
-        (`law.threelc_bytes_observed`)."""
-        from gcbench.compress.law import threelc_bytes_observed
-
-        return threelc_bytes_observed(numels, over)
+    def observed_bytes(self, encoded: Sequence[float]) -> float:
+        """The payload of a bucket whose values were observed (real gradients, held-out
+        passes: `cluster.backward.held_out_peaks`): the fp32 scale and each tensor's
+        encoded stream at the bucket's peak (`encoded`), a run across two tensors counted
+        as two (at most a byte more per tensor)."""
+        return 4.0 + float(sum(encoded))
 
     def expected_bytes(
         self, numels: Sequence[int], scales: Sequence[float] | None = None, summed: int = 1

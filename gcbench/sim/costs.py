@@ -217,8 +217,8 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
     """A bucket's expected payload from its tensors' indices: on the gradient law, or —
     for real gradients (an emulated cell with `compute_time: measured`) — from real
     backward passes that no worker runs, one per worker summed: threshold's kept values
-    counted (`cluster.backward.held_out_bytes`), 3LC's peak and each tensor's values past
-    it observed (`cluster.backward.held_out_peaks`); `summed`: compressed from the sum of
+    counted (`cluster.backward.held_out_bytes`), 3LC's peak and each tensor's encoded
+    stream at it observed (`cluster.backward.held_out_peaks`); `summed`: compressed from the sum of
     that many workers' gradients. Cached per distinct bucket (of sizes, on the law) and
     sum."""
     profile = cell_profile(cell)
@@ -234,7 +234,7 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
             return float(sum(per[i] for i in bucket))
 
         return counted
-    if real and hasattr(compressor, "observed_bytes"):  # 3LC: its peak and shares, observed
+    if real and hasattr(compressor, "observed_bytes"):  # 3LC: its peak and runs, observed
         from gcbench.cluster.backward import held_out_peaks
 
         label, sparsity = cell.compressor.label(), float(compressor.sparsity)
@@ -243,10 +243,9 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
         def observed(bucket: tuple[int, ...], summed: int = 1) -> float:
             got = known.get((bucket, summed))
             if got is None:
-                peaks, over = held_out_peaks(profile, cell.seed, sparsity, label, summed)
+                peaks, encoded = held_out_peaks(profile, cell.seed, sparsity, label, summed)
                 j = max(bucket, key=peaks.__getitem__)  # the bucket's peak is its tensor's
-                sizes = [numels[i] for i in bucket]
-                got = known[bucket, summed] = compressor.observed_bytes(sizes, over[bucket, j])
+                got = known[bucket, summed] = compressor.observed_bytes(encoded[bucket, j])
             return got
 
         return observed
