@@ -1655,4 +1655,6 @@ def main() -> None:
     except (KeyboardInterrupt, typer.Abort):
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    # without standalone mode click returns an Exit's code, or what a command returns
+    # (gcbench's commands return None and end early with typer.Exit)
     sys.exit(code if isinstance(code, int) else 0)

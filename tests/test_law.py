@@ -311,3 +311,37 @@ def test_a_real_backward_depends_on_the_seed_rank_and_step_alone():
     again = other.step(0, 0)[0]
     assert all(torch.equal(a, b) for a, b in zip(fresh, again, strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(fresh, other.step(1, 0)[0], strict=True))
+
+
+def test_bytes_at_cuts_is_the_zero_run_encoding_counted_directly():
+    """`_threelc_jit.bytes_at_cuts` against counting §3.3 directly at every cut: a group
+    nonzero (a byte) when its peak passes the cut, each run of L zero groups ceil(L/14)
+    bytes. Streams with ties, cuts equal to a group's peak, runs over 14, a NaN group
+    (never zero), no groups and one group; a NaN cut counts every group."""
+    from gcbench.compress._threelc_jit import bytes_at_cuts
+
+    def direct(peaks: np.ndarray, cut: float) -> int:
+        if cut != cut:
+            return peaks.size
+        total = run = 0
+        for p in peaks:
+            if p <= cut:  # NaN compares False: nonzero
+                run += 1
+                continue
+            total += 1 + -(-run // 14)
+            run = 0
+        return total + -(-run // 14)
+
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        g = int(rng.integers(0, 60)) if trial else 0
+        peaks = rng.choice([0.0, 0.5, 1.0, 2.0, 3.0], g) if trial % 2 else rng.random(g)
+        if g and trial % 7 == 0:
+            peaks[rng.integers(0, g)] = np.nan
+        if trial % 5 == 0:  # long zero runs
+            peaks[: g // 2] = 0.0
+        cuts = np.sort(np.concatenate([peaks[~np.isnan(peaks)][:3], rng.random(3) * 3, [-1.0]]))
+        if trial % 11 == 0:
+            cuts = np.append(cuts, np.nan)
+        got = bytes_at_cuts(peaks.astype(np.float64), np.argsort(peaks), cuts)
+        assert list(got) == [direct(peaks, c) for c in cuts], (trial, peaks, cuts)

@@ -141,7 +141,7 @@ def test_simulate_takes_a_network_profile_and_flags_override_it(tmp_path):
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
     assert r.stderr.startswith("error: --network: network profile 'nope': no preset")
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50"])
-    assert r.exit_code == 2 and r.stderr == "error: --inter-gbps: Field required\n"
+    assert r.exit_code == 2 and r.stderr == "error: --inter-gbps: required\n"
     r = CliRunner().invoke(app, ["networks", "--json"])
     assert {p["name"] for p in json.loads(r.stdout)} == set(preset_names())
 

@@ -240,7 +240,7 @@ def held_out_peaks(
     |g|, and `encoded[i, j]`, the bytes of tensor i's zero-run encoded stream (3LC §3.3,
     groups of five from its first value) when the bucket's peak is tensor j's: its values
     past `sparsity` · that peak / 2 are the nonzero ones. A bucket's peak is its largest
-    tensor's, so a bucket's payload is read from this table (`Threelc.observed_bytes`),
+    tensor's, so a bucket's payload is read from this table (`ThreeLC.observed_bytes`),
     the runs as the real values leave them. Kept per model shape, seed, compressor
     (`label`) and prefix of the passes."""
     key = ("peaks", *_model_key(profile, seed), label)
@@ -248,17 +248,16 @@ def held_out_peaks(
         from gcbench.compress._threelc_jit import bytes_at_cuts
 
         def record(k: int, total: list[torch.Tensor]) -> None:
-            mags = [g.abs().double().numpy() for g in total]
-            peaks = np.array([float(m.max()) if m.size else 0.0 for m in mags])
+            peaks = np.array([float(g.abs().max()) if g.numel() else 0.0 for g in total])
             cuts = (peaks * sparsity).astype(np.float32).astype(np.float64) / 2  # fp32 m, as sent
             order = np.argsort(cuts, kind="stable")
-            encoded = np.empty((len(mags), len(mags)))
-            for i, m in enumerate(mags):
-                groups = np.zeros(-(-m.size // 5) * 5)
-                groups[: m.size] = m
-                top = groups.reshape(-1, 5).max(axis=1)  # each group's largest |x|
-                if m.size % 5:  # a last group padded with trit 0 is never the zero byte
-                    top[-1] = np.inf
+            encoded = np.empty((len(total), len(total)))
+            for i, g in enumerate(total):
+                m = g.abs().numpy()  # float32: exact in the float64 comparisons below
+                whole = m.size // 5 * 5
+                top = m[:whole].reshape(-1, 5).max(axis=1).astype(np.float64)
+                if m.size % 5:  # a last group padded with trit 0 is never the zero byte:
+                    top = np.append(top, np.nan)  # NaN passes no cut (and sorts last)
                 encoded[i, order] = bytes_at_cuts(top, np.argsort(top), cuts[order])
             _HELD[(*key, k)] = (tuple(peaks.tolist()), encoded)
 

@@ -140,10 +140,11 @@ def _run(out, pos, r):
 @njit(cache=True)
 def bytes_at_cuts(peaks, order, cuts):
     """The zero-run encoded length (§3.3) of one tensor's group stream at each of `cuts`
-    (ascending): group k is nonzero, one byte, when its largest |x| (`peaks[k]`; `order`
-    their ascending argsort) passes the cut, and each run of L zero groups takes
-    ceil(L/14) bytes. As the cut rises groups turn zero one by one, each joining the runs
-    beside it: one pass over the groups for every cut (the size model of real gradients,
+    (ascending, NaN last): group k is nonzero, one byte, when its largest |x|
+    (`peaks[k]`, NaN for one that never is zero; `order` their ascending argsort) passes
+    the cut, and each run of L zero groups takes ceil(L/14) bytes. As the cut rises
+    groups turn zero one by one, each joining the runs beside it: one pass over the
+    groups for every cut (the size model of real gradients,
     `cluster.backward.held_out_peaks`)."""
     g = peaks.size
     other = np.empty(g, np.int64)  # at a zero run's first and last group: its other end
@@ -152,6 +153,9 @@ def bytes_at_cuts(peaks, order, cuts):
     out = np.empty(cuts.size, np.int64)
     p = 0
     for j in range(cuts.size):
+        if cuts[j] != cuts[j]:  # a NaN peak: the encoder sends every group
+            out[j] = g
+            continue
         while p < g and peaks[order[p]] <= cuts[j]:
             k = order[p]
             p += 1

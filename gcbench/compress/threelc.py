@@ -614,8 +614,9 @@ class ThreeLC(Compressor):
     def observed_bytes(self, encoded: Sequence[float]) -> float:
         """The payload of a bucket whose values were observed (real gradients, held-out
         passes: `cluster.backward.held_out_peaks`): the fp32 scale and each tensor's
-        encoded stream at the bucket's peak (`encoded`), a run across two tensors counted
-        as two (at most a byte more per tensor)."""
+        encoded stream at the bucket's peak (`encoded`). Exact for a tensor alone; in a
+        bucket an approximation: a run across two tensors counts as two, and a tensor's
+        groups of five start at its first value, not where the bucket's fall."""
         return 4.0 + float(sum(encoded))
 
     def expected_bytes(
