@@ -338,7 +338,33 @@ def _expand(path: Path, suite: Any, only: list[Any], max_cells: int) -> Any:
         warn(e.warnings)
         raise
     warn(found.warnings)
+    _check_brute_force(path, found.cells)
     return found
+
+
+def _check_brute_force(path: Path, cells: list[Any]) -> None:
+    """A brute-force cell whose model has more tensors than brute force can take fails
+    before anything runs (it would only fail as a cell): one line per model, naming the
+    suite's strategy line."""
+    from gcbench.config import where
+    from gcbench.errors import PlanError
+
+    brute = {(c.model, c.constraints): c for c in cells if c.strategy == "brute-force"}
+    if not brute:
+        return
+    from gcbench.plan.brute import check_size
+    from gcbench.plan.space import brute_space
+    from gcbench.sim.costs import cell_profile
+
+    at = where(path, ("grid", "strategy")).split(": ")[0]
+    problems = []
+    for c in brute.values():
+        try:
+            check_size(len(cell_profile(c).tensors), len(brute_space(c.constraints)))
+        except PlanError as e:
+            problems.append(f"{at}: brute-force on {c.model.name}: {e}")
+    if problems:
+        raise ConfigError(problems)
 
 
 @app.command()

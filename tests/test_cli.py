@@ -147,3 +147,21 @@ def test_a_misspelt_strategy_or_compressor_gets_a_suggestion(tmp_path):
                   "  network: [{inter_gbps: 10}]\n  cluster: [{machines: 2}]\n")  # fmt: skip
     r = CliRunner().invoke(app, ["validate", str(suite)])
     assert r.exit_code == 2 and "s.yaml:4:" in r.stderr and "did you mean 'fp32'?" in r.stderr
+
+
+def test_a_suite_with_brute_force_on_a_large_model_is_refused_up_front(tmp_path):
+    """`validate` and `run` refuse a brute-force cell whose model has more tensors than
+    brute force takes (resnet50: 161 > 10), naming the suite's strategy line; nothing is
+    written. On tiny-mlp (2 tensors) it validates."""
+    text = ("name: b\ngrid:\n  model: [{model}]\n  strategy: [fp32, brute-force]\n"
+            "  compressor: [dgc-1pct]\n  network: [{{inter_gbps: 10}}]\n"
+            "  cluster: [{{machines: 2}}]\n")  # fmt: skip
+    suite = write(tmp_path, "b.yaml", text.format(model="resnet50"))
+    for args in (["validate", str(suite)],
+                 ["run", str(suite), "--results", str(tmp_path / "r")]):  # fmt: skip
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        assert r.stderr.startswith(f"error: {suite}:4: brute-force on resnet50: brute force")
+    assert not (tmp_path / "r").exists()
+    ok = write(tmp_path, "ok.yaml", text.format(model="tiny-mlp"))
+    assert CliRunner().invoke(app, ["validate", str(ok)]).exit_code == 0

@@ -37,12 +37,7 @@ def brute_force(
     """The fastest assignment of `space`'s options to the tensors (the first in
     `itertools.product` order on a tie)."""
     n = len(profile.tensors)
-    most = _max_tensors(len(space))
-    if n > most:
-        raise PlanError(
-            f"brute force over {len(space)} options and {n} tensors is more than "
-            f"{MAX_CANDIDATES:,} plans; it takes a model of at most {most} tensors"
-        )
+    check_size(n, len(space))
     total = len(space) ** n
     best: Optimum | None = None
     kernel = Kernel(profile, costs)  # exact, and its lowerings are shared
@@ -55,6 +50,18 @@ def brute_force(
     assert best is not None
     best.simulations = total
     return best
+
+
+def check_size(tensors: int, options: int) -> None:
+    """PlanError unless brute force over `options` options for `tensors` tensors stays
+    within `MAX_CANDIDATES` plans (`gcbench run` and `validate` check a suite's cells with
+    it before anything runs)."""
+    most = _max_tensors(options)
+    if tensors > most:
+        raise PlanError(
+            f"brute force over {options} options and {tensors} tensors is more than "
+            f"{MAX_CANDIDATES:,} plans; it takes a model of at most {most} tensors"
+        )
 
 
 def _max_tensors(options: int) -> int:
