@@ -1236,13 +1236,12 @@ def _flags_cell(given: dict[str, Any]) -> Any:
     except ValidationError as e:
         from gcbench.config.loader import message
 
-        raise ConfigError(
-            [
-                f"{_cell_flag(err['loc'], err['msg'])}: "
-                + ("required" if err["type"] == "missing" else message(err, Cell))
-                for err in e.errors()
-            ]
-        ) from None
+        lines = []
+        for err in e.errors():
+            flag = _cell_flag(err["loc"], err["msg"])
+            text = "required" if err["type"] == "missing" else message(err, Cell)
+            lines.append(f"{flag}: {text.removeprefix(flag[2:].replace('-', '_') + ': ')}")
+        raise ConfigError(lines) from None
 
 
 def _constraints(text: str | None) -> Any:

@@ -165,3 +165,16 @@ def test_a_suite_with_brute_force_on_a_large_model_is_refused_up_front(tmp_path)
     assert not (tmp_path / "r").exists()
     ok = write(tmp_path, "ok.yaml", text.format(model="tiny-mlp"))
     assert CliRunner().invoke(app, ["validate", str(ok)]).exit_code == 0
+
+
+def test_a_sequence_length_for_a_model_without_one_is_refused(tmp_path):
+    """`seq_len` on a vision model was accepted (and ignored) by suites and `simulate`,
+    refused by `gcbench model`: now refused everywhere, one line."""
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--inter-gbps", "25",
+                                 "--seq-len", "128"])  # fmt: skip
+    assert r.exit_code == 2 and r.stderr == "error: --seq-len: resnet50 is not a sequence model\n"
+    suite = write(tmp_path, "s.yaml", "name: s\ngrid:\n  model: [{name: resnet50, seq_len: 8}]\n"
+                  "  strategy: [fp32]\n  network: [{inter_gbps: 10}]\n"
+                  "  cluster: [{machines: 2}]\n")  # fmt: skip
+    r = CliRunner().invoke(app, ["validate", str(suite)])
+    assert r.exit_code == 2 and "s.yaml:3:" in r.stderr and "not a sequence model" in r.stderr

@@ -128,6 +128,8 @@ class ModelSpec(_Frozen):
             raise ValueError(
                 f"unknown model {data['name']!r}{hint}; valid: {', '.join(sorted(MODELS))}"
             )
+        if model.seq_len is None and data.get("seq_len") is not None:
+            raise ValueError(f"seq_len: {data['name']} is not a sequence model")
         return {"batch_size": model.batch_size, "seq_len": model.seq_len, **data}
 
 
