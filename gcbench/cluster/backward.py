@@ -137,9 +137,9 @@ class Backward:
 
 
 FIT_RANK = -1  # the input the expected-size model's scales are fitted on: no worker's
-# What this process fitted or counted on held-out passes: ("scales", *model),
-# ("counts" or "peaks", *model, label, k), model = `_model_key`; the cell's task computes
-# them and hands them to its workers (`held_out_state`, `prime`): no worker runs passes
+# What this process fitted or counted on held-out passes (`_observed`): (kind, *model,
+# label, k), model = `_model_key`; the cell's task computes them and hands them to its
+# workers (`held_out_state`, `prime`): no worker runs passes
 _HELD: dict[tuple[Any, ...], Any] = {}
 
 
@@ -177,92 +177,87 @@ def _forked() -> Any:
     return torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else [])
 
 
+def _observed(
+    kind: str,
+    profile: ModelProfile,
+    seed: int,
+    label: str,
+    summed: int,
+    summarise: Callable[[list[torch.Tensor]], Any],
+) -> Any:
+    """`summarise` of the sum of `summed` real backward passes on inputs no worker draws
+    (ranks `FIT_RANK`, `FIT_RANK` - 1, ...), kept in `_HELD` per kind, model shape, seed,
+    compressor (`label`) and prefix of the passes (every prefix up to `summed` is
+    summarised on the way); the caller's random state is left as it was."""
+    key = (kind, *_model_key(profile, seed), label)
+    if (*key, summed) not in _HELD:
+        with _forked():
+            backward = Backward(profile, seed)
+            total: list[torch.Tensor] = []
+            for j in range(summed):
+                grads, _, _ = backward.step(FIT_RANK - j, 0)
+                _PASSES[0] += 1
+                if total:
+                    grads = [a.add_(g) for a, g in zip(total, grads, strict=True)]
+                total = grads
+                _HELD[(*key, j + 1)] = summarise(total)
+    return _HELD[(*key, summed)]
+
+
 def fitted_scales(profile: ModelProfile, seed: int) -> tuple[float, ...]:
-    """Each tensor's gradient scale (`law.fit_scale`) from one real backward pass of the
-    cell's model on an input no worker draws (rank `FIT_RANK`), for the simulator's
-    expected payload sizes in `compute_time: measured` cells: fitted out of sample, never
-    on the gradients the cell sends. One pass per model shape and seed in a process; the
-    caller's random state is left as it was."""
+    """Each tensor's gradient scale (`law.fit_scale`) from one held-out pass: the size
+    model real gradients were planned with before `held_out_bytes` and `held_out_peaks`,
+    kept for `benchmarks/payload_sizes.py`'s comparison."""
     from gcbench.compress.law import fit_scale
 
-    key = ("scales", *_model_key(profile, seed))
-    if key not in _HELD:
-        with _forked():
-            grads, _, _ = Backward(profile, seed).step(FIT_RANK, 0)
-        _PASSES[0] += 1
-        _HELD[key] = tuple(fit_scale(g.numpy()) for g in grads)
-    return _HELD[key]
-
-
-def _passes(
-    profile: ModelProfile, seed: int, summed: int, record: Callable[[int, list[torch.Tensor]], None]
-) -> None:
-    """`summed` real backward passes on inputs no worker draws (ranks `FIT_RANK`,
-    `FIT_RANK` - 1, ...), `record(k, the sum of the first k)` after each; the caller's
-    random state is left as it was."""
-    with _forked():
-        backward = Backward(profile, seed)
-        total: list[torch.Tensor] = []
-        for j in range(summed):
-            grads, _, _ = backward.step(FIT_RANK - j, 0)
-            _PASSES[0] += 1
-            if total:
-                grads = [a.add_(g) for a, g in zip(total, grads, strict=True)]
-            total = grads
-            record(j + 1, total)
+    return _observed(
+        "scales", profile, seed, "", 1, lambda total: tuple(fit_scale(g.numpy()) for g in total)
+    )
 
 
 def held_out_bytes(
     profile: ModelProfile, seed: int, compressor: Any, label: str, summed: int = 1
 ) -> tuple[float, ...]:
     """Per tensor, the bytes `compressor.counted_bytes` counts (a compressor whose payload
-    adds over its tensors: threshold) on the sum of `summed` held-out passes (`_passes`):
-    the expected-size model of a `compute_time: measured` cell, out of sample. Counted
-    on real gradients, not on a law: their tails (bert-base-squad's are far lighter than
-    t₃'s) and the correlation between workers (the same weights: a sum keeps values past
-    τ that neither worker's gradient had) are in the counts. One pass per worker summed;
-    each prefix of the passes is kept, per model shape, seed and compressor (`label`,
-    which must name its parameters: the cell's `compressor.label()`)."""
-    key = ("counts", *_model_key(profile, seed), label)
-    if (*key, summed) not in _HELD:
-
-        def record(k: int, total: list[torch.Tensor]) -> None:
-            _HELD[(*key, k)] = tuple(compressor.counted_bytes(g) for g in total)
-
-        _passes(profile, seed, summed, record)
-    return _HELD[(*key, summed)]
+    adds over its tensors: threshold) on the sum of `summed` held-out passes
+    (`_observed`): the expected-size model of a `compute_time: measured` cell, out of
+    sample. Counted on real gradients, not on a law: their tails (bert-base-squad's are
+    far lighter than t₃'s) and the correlation between workers (the same weights: a sum
+    keeps values past τ that neither worker's gradient had) are in the counts. One pass
+    per worker summed; `label` names the compressor and its parameters (the cell's
+    `compressor.label()`)."""
+    return _observed(
+        "counts", profile, seed, label, summed,
+        lambda total: tuple(compressor.counted_bytes(g) for g in total),
+    )  # fmt: skip
 
 
 def held_out_peaks(
     profile: ModelProfile, seed: int, sparsity: float, label: str, summed: int = 1
 ) -> tuple[tuple[float, ...], np.ndarray]:
-    """3LC's view of the sum of `summed` held-out passes (`_passes`): each tensor's peak
+    """3LC's view of the sum of `summed` held-out passes (`_observed`): each tensor's peak
     |g|, and `encoded[i, j]`, the bytes of tensor i's zero-run encoded stream (3LC §3.3,
     groups of five from its first value) when the bucket's peak is tensor j's: its values
     past `sparsity` · that peak / 2 are the nonzero ones. A bucket's peak is its largest
     tensor's, so a bucket's payload is read from this table (`ThreeLC.observed_bytes`),
-    the runs as the real values leave them. Kept per model shape, seed, compressor
-    (`label`) and prefix of the passes."""
-    key = ("peaks", *_model_key(profile, seed), label)
-    if (*key, summed) not in _HELD:
-        from gcbench.compress._threelc_jit import bytes_at_cuts
+    the runs as the real values leave them."""
+    from gcbench.compress._threelc_jit import bytes_at_cuts
 
-        def record(k: int, total: list[torch.Tensor]) -> None:
-            peaks = np.array([float(g.abs().max()) if g.numel() else 0.0 for g in total])
-            cuts = (peaks * sparsity).astype(np.float32).astype(np.float64) / 2  # fp32 m, as sent
-            order = np.argsort(cuts, kind="stable")
-            encoded = np.empty((len(total), len(total)))
-            for i, g in enumerate(total):
-                m = g.abs().numpy()  # float32: exact in the float64 comparisons below
-                whole = m.size // 5 * 5
-                top = m[:whole].reshape(-1, 5).max(axis=1).astype(np.float64)
-                if m.size % 5:  # a last group padded with trit 0 is never the zero byte:
-                    top = np.append(top, np.nan)  # NaN passes no cut (and sorts last)
-                encoded[i, order] = bytes_at_cuts(top, np.argsort(top), cuts[order])
-            _HELD[(*key, k)] = (tuple(peaks.tolist()), encoded)
+    def summarise(total: list[torch.Tensor]) -> tuple[tuple[float, ...], np.ndarray]:
+        peaks = np.array([float(g.abs().max()) if g.numel() else 0.0 for g in total])
+        cuts = (peaks * sparsity).astype(np.float32).astype(np.float64) / 2  # fp32 m, as sent
+        order = np.argsort(cuts, kind="stable")
+        encoded = np.empty((len(total), len(total)))
+        for i, g in enumerate(total):
+            m = g.abs().numpy()  # float32: exact in the float64 comparisons below
+            whole = m.size // 5 * 5
+            top = m[:whole].reshape(-1, 5).max(axis=1).astype(np.float64)
+            if m.size % 5:  # a last group padded with trit 0 is never the zero byte:
+                top = np.append(top, np.nan)  # NaN passes no cut (and sorts last)
+            encoded[i, order] = bytes_at_cuts(top, np.argsort(top), cuts[order])
+        return tuple(peaks.tolist()), encoded
 
-        _passes(profile, seed, summed, record)
-    return _HELD[(*key, summed)]
+    return _observed("peaks", profile, seed, label, summed, summarise)
 
 
 def _loss(out: Any, g: torch.Generator) -> torch.Tensor:

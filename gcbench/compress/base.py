@@ -150,7 +150,6 @@ class Compressor(ABC):
     rounds: ClassVar[int] = 1
     data_dependent: ClassVar[bool] = False
     law_sized: ClassVar[bool] = False  # expected_bytes follows the gradient law per tensor
-    counted: ClassVar[bool] = False  # counted_bytes: a payload's size adds over its tensors
 
     @abstractmethod
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
@@ -177,12 +176,6 @@ class Compressor(ABC):
         uncompressed reduce), expected at step 0; `wire_bytes` of their sum unless
         `law_sized`."""
         return float(self.wire_bytes(sum(numels), 0))
-
-    def counted_bytes(self, grad: Tensor) -> float:
-        """The bytes one tensor of these values adds to a payload, counted from them
-        without compressing, for compressors whose payload is the sum over its tensors'
-        (`counted`; threshold: 8 per value at or above τ)."""
-        raise NotImplementedError(f"{self.name}: a payload is not a sum over its tensors")
 
     def payload_bytes(self, shape: tuple[int, ...], key: str, step: int) -> int:
         """Exact bytes of this key's last-round payload at `step` for a data-independent

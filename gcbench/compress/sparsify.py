@@ -264,7 +264,6 @@ class Threshold(_Sparse):
     name = "threshold"
     data_dependent = True
     law_sized = True
-    counted = True
 
     def __init__(self, threshold: float):
         self.threshold = threshold
@@ -279,8 +278,10 @@ class Threshold(_Sparse):
         return 8 * numel
 
     def counted_bytes(self, grad: Tensor) -> float:
-        """8 bytes (a value and an int32 index) per value at or above the threshold, as
-        `compress` keeps them."""
+        """The bytes these values add to a payload, counted without compressing (a
+        payload is the sum over its tensors'; the simulator's size model for real
+        gradients counts held-out passes with it): 8 bytes, a value and an int32 index,
+        per value at or above the threshold, as `compress` keeps them."""
         return 8.0 * int((grad.detach().reshape(-1).abs() >= self.threshold).sum())
 
     def expected_bytes(

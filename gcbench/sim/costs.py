@@ -218,13 +218,13 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
     for real gradients (an emulated cell with `compute_time: measured`) — from real
     backward passes that no worker runs, one per worker summed: threshold's kept values
     counted (`cluster.backward.held_out_bytes`), 3LC's peak and each tensor's encoded
-    stream at it observed (`cluster.backward.held_out_peaks`); `summed`: compressed from the sum of
-    that many workers' gradients. Cached per distinct bucket (of sizes, on the law) and
-    sum."""
+    stream at it observed (`cluster.backward.held_out_peaks`); `summed`: compressed
+    from the sum of that many workers' gradients. Cached per distinct bucket (of sizes,
+    on the law) and sum."""
     profile = cell_profile(cell)
     numels = tuple(t.numel for t in profile.tensors)
     real = cell.mode == "emulate" and cell.compute_time == "measured"
-    if real and compressor.counted:  # threshold: counted on held-out real gradients
+    if real and hasattr(compressor, "counted_bytes"):  # threshold: its kept values counted
         from gcbench.cluster.backward import held_out_bytes
 
         label = cell.compressor.label()

@@ -123,8 +123,8 @@ class Costs:
     # For compressors whose payload depends on the values (3LC, threshold): a bucket's
     # expected payload, given its tensors' indices and how many workers' gradients were
     # summed before it was compressed (`compress.law`: from their sizes; where the
-    # gradients are real, 3LC's at fitted scales and threshold's counted on held-out
-    # backward passes, `cluster.backward`); a shard uses its ratio.
+    # gradients are real, observed on held-out backward passes, `cluster.backward`);
+    # a shard uses its ratio.
     bucket_bytes: Callable[[tuple[int, ...], int], float] | None = None
     additive: bool = False  # the compressor's payloads sum to a valid payload
     splittable: bool = True  # one payload splits into per-destination chunks
