@@ -17,11 +17,12 @@ Algorithm 1 as written:
    (gaps where the link waits for the next bucket) and drop from the work list every
    uncompressed tensor communicated before a bubble: shortening its communication only
    widens the gap.
-3. For each remaining tensor in that order, `GetBestOption` (Property #3): the candidates
-   are S itself and S with this tensor's option replaced by each option of the space;
-   keep the one with the smallest simulated iteration time (the first on a tie, S
-   itself first, so the result is reproducible; a candidate must beat the incumbent by
-   more than float noise, a relative 1e-9, `BETTER`), then `Remove` again (a
+3. For each remaining tensor in that order, `GetBestOption` (Property #3, lines 14-21):
+   the candidates are S itself and S with this tensor's option replaced by each option
+   of the space, all against the same S; keep the one with the smallest simulated
+   iteration time (the first on a tie, S itself first, so the result is reproducible: a
+   candidate must beat S by more than float noise, a relative 1e-9, `BETTER`, and of
+   those the first within that noise of the fastest wins), then `Remove` again (a
    compression can open a new bubble).
 
 The space (`C_gpu` in the paper) is given by the caller (`plan.space`, after the cell's
@@ -36,9 +37,10 @@ resumes from the incumbent's kernel checkpoints at its first changed bucket
 options or more, lower bounds first rule out those that cannot win: per run of tensors,
 the plan without the run's steps (`Kernel.slot`'s `top`: when it is no better than the
 incumbent, no option of the run can be), then every option at once in numpy
-(`Kernel.screen`), then the survivors one by one (`Kernel.bound`). The naive planner
-(`kernel=False`) fuses and simulates every candidate whole; tests check both return the
-same plan.
+(`Kernel.screen`), then the survivors one by one (`Kernel.bound`), in the order of their
+screen bounds, so that the fastest is timed early and tightens the bar for the rest.
+The naive planner (`kernel=False`) fuses and simulates every candidate whole; tests
+check both return the same plan.
 
 Gcbench departs from the paper in one place, measured (`plan/strategies.py`): with
 `buckets=True`, GetBestOption also tries each option for the tensor's whole current
@@ -55,6 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gcbench.plan.space import NAMED
+from gcbench.sim.engine import no_gc
 from gcbench.sim.iteration import (
     BUCKET_BYTES,
     FIRST_BUCKET_BYTES,
@@ -224,6 +227,7 @@ def order(profile: ModelProfile) -> list[int]:
     return sorted(range(len(profile.tensors)), key=lambda i: (-profile.tensors[i].numel, i))
 
 
+@no_gc()  # thousands of short-lived tuples: collections would cost 5-10% (measured)
 def greedy(
     profile: ModelProfile,
     costs: Costs,
@@ -259,25 +263,21 @@ def greedy(
             _, inc.checkpoints = fast.checkpoints(plan, inc.spans)
         return inc
 
-    # per (lo, hi), for this incumbent: the candidates' shape, its slot and the options
-    # whose screen (`Kernel.screen`) does not rule them out
-    slots: dict[tuple[int, int], tuple[Plan, Slot | None, set[int]]] = {}
+    # per (lo, hi), for this incumbent: the candidates' shape, its slot (None where the
+    # run is off the critical path) and a lower bound on each option of `choices` there
+    slots: dict[tuple[int, int], tuple[Plan, Slot | None, np.ndarray | float]] = {}
     n = len(options)
     pruned = 0
     choices = (start, *space)  # GetBestOption's order: S itself first
-    prune = len(choices) >= PRUNE_FROM  # bounds pay off over large spaces only
+    prune = fast is not None and len(choices) >= PRUNE_FROM  # bounds pay off over many
 
-    def bar() -> float:
-        """A candidate whose lower bound passes this cannot beat the incumbent."""
-        return best_s * BETTER * PRUNE_MARGIN
-
-    def shaped(lo: int, hi: int) -> tuple[Plan, Slot | None, set[int]]:
+    def shaped(lo: int, hi: int, limit: float) -> tuple[Plan, Slot | None, np.ndarray | float]:
         """The incumbent with tensors lo..hi in a bucket of their own whatever its option
-        (a placeholder there), its slot, and the options the screen keeps. First the
-        shape without the run's steps is timed from the checkpoint (a plain resume, a
-        fifth of a slot's cost): no candidate ends earlier, so when that passes the bar
-        (the run is off the critical path) no option can win, as the slot's `top` would
-        say, and there is no slot (None)."""
+        (a placeholder there), its slot, and a lower bound per option (`Kernel.screen`),
+        or one for all. First the shape without the run's steps is timed from the
+        checkpoint (a plain resume, a fifth of a slot's cost): no candidate of this shape
+        ends earlier, so where that passes `limit` (the run is off the critical path)
+        there is no slot. The bounds hold whatever the limit: cached for the incumbent."""
         got = slots.get((lo, hi))
         if got is None:
             shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
@@ -286,78 +286,105 @@ def greedy(
             empty = list(shape.options)
             empty[m] = None
             without = fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at)
-            if without > bar() * PRUNE_MARGIN:
-                got = slots[lo, hi] = (shape, None, set())
-                return got
-            where = fast.slot(shape, inc.checkpoints, at, m, bar())
-            if where.top > bar():  # the plan without the bucket's steps is already no better
-                keep: set[int] = set()
+            if without > limit:
+                got = (shape, None, without)
             else:
-                keep = set(np.flatnonzero(fast.screen(where, shape, choices) <= bar()).tolist())
-            got = slots[lo, hi] = (shape, where, keep)
+                where = fast.slot(shape, inc.checkpoints, at, m, limit)
+                # past `top` (the plan without the bucket's steps) no option can win
+                low = where.top if where.top > limit else fast.screen(where, shape, choices)
+                got = (shape, where, low)
+            slots[lo, hi] = got
         return got
-
-    def joins(lo: int, hi: int, opt: Option) -> bool:
-        """Whether tensors lo..hi set to `opt` join a neighbour's bucket (a plan of its
-        own shape, not the slot's)."""
-        return (lo > 0 and options[lo - 1] == opt) or (hi + 1 < n and options[hi + 1] == opt)
-
-    def run(lo: int, hi: int, k: int) -> tuple[float, Plan | None, list[object] | None]:
-        """The incumbent with tensors lo..hi set to option `k` of `choices`: by the kernel
-        from the first bucket it changes, or (naive) fused and simulated whole. A
-        candidate whose lower bound (`Kernel.bound`) shows it cannot beat the best time
-        is not timed: inf."""
-        nonlocal sims, pruned
-        opt = choices[k]
-        if fast is None:
-            sims += 1
-            trial = list(options)
-            trial[lo : hi + 1] = [opt] * (hi + 1 - lo)
-            return full(trial)
-        if not prune or joins(lo, hi, opt):
-            sims += 1
-            plan, at = candidate_plan(inc, lo, hi, opt, sizes, rule)
-            return fast.iteration_s(plan, inc.checkpoints, at), plan, None
-        shape, where, _ = shaped(lo, hi)
-        assert where is not None  # a run ruled out without a slot has no candidates here
-        if fast.bound(where, shape, opt) > bar():
-            pruned += 1
-            return math.inf, None, None
-        sims += 1
-        chosen = list(shape.options)
-        chosen[where.bucket] = opt
-        plan = Plan(shape.buckets, chosen)
-        return fast.resume_at(plan, where), plan, None
 
     where_in: dict[Option, list[int]] = {}
     for k, o in enumerate(choices):
         where_in.setdefault(o, []).append(k)
 
-    def candidates(runs: list[tuple[int, int]], after: int) -> list[int]:
-        """GetBestOption's candidates past position `after`, in order: position
-        2k + r is option k of `choices` on runs[r]; the incumbent itself is left out, and
-        (pruning) so are the slot's options its screen rules out."""
-        nonlocal pruned
-        out: list[int] = []
+    def timed(lo: int, hi: int, k: int) -> tuple[float, Plan, list[object] | None]:
+        """The incumbent with tensors lo..hi set to option `k` of `choices`, timed exactly:
+        by the kernel from the first bucket it changes, or (naive) fused and simulated
+        whole."""
+        nonlocal sims
+        sims += 1
+        if fast is None:
+            trial = list(options)
+            trial[lo : hi + 1] = [choices[k]] * (hi + 1 - lo)
+            return full(trial)
+        plan, at = candidate_plan(inc, lo, hi, choices[k], sizes, rule)
+        return fast.iteration_s(plan, inc.checkpoints, at), plan, None
+
+    def get_best(runs: list[tuple[int, int]]) -> tuple[int, float, Plan, list[object] | None]:
+        """GetBestOption (lines 14-21) against the incumbent S: the candidates are S with
+        run r of `runs` set to option k of `choices`, in the order 2k + r (S itself
+        first). The winner is the first candidate that beats S by more than float noise
+        (time < S's x BETTER) and is within noise of the fastest (time <= fastest /
+        BETTER); S (position -1) where none beats it. Over a large space candidates are
+        timed in the order of their lower bounds, so the fastest is found early, and one
+        whose bound passes `limit` is never timed."""
+        nonlocal pruned, sims
+        low = math.inf  # the fastest candidate timed so far
+
+        def limit() -> float:
+            """A candidate whose lower bound passes this cannot win: it does not beat S by
+            more than noise, or it is not within noise of the fastest so far. It never
+            rises, so what it ruled out stays ruled out."""
+            return min(best_s * BETTER, low / BETTER) * PRUNE_MARGIN
+
+        # (lower bound, position, whether it is timed in the run's slot)
+        todo: list[tuple[float, int, bool]] = []
+        total = 0
         for r, (lo, hi) in enumerate(runs):
-            first = (after - r) // 2 + 1 if after >= r else 0  # the first k past `after`
-            # the run's option when it has one (the incumbent: not a candidate)
+            # the run's option when it has one: S itself, not a candidate
             same: Option | None = options[lo]
             if any(options[i] != same for i in range(lo + 1, hi + 1)):
                 same = None
-            if prune and fast is not None:
-                ks = set(shaped(lo, hi)[2])
-                for i in (lo - 1, hi + 1):  # joining a neighbour: not the slot's shape
-                    if 0 <= i < n:
-                        ks.update(where_in.get(options[i], ()))
-                kept = sorted(k for k in ks if k >= first)
+            skip = set(where_in.get(same, ())) if same is not None else set()
+            total += len(choices) - len(skip)
+            if not prune:
+                todo.extend((-math.inf, 2 * k + r, False)
+                            for k in range(len(choices)) if k not in skip)  # fmt: skip
+                continue
+            # joining a neighbour's bucket gives a plan of another shape: no bound
+            joined: set[int] = set()
+            for i in (lo - 1, hi + 1):
+                if 0 <= i < n:
+                    joined.update(where_in.get(options[i], ()))
+            joined -= skip
+            todo.extend((-math.inf, 2 * k + r, False) for k in joined)
+            _, _, bounds = shaped(lo, hi, limit())
+            if isinstance(bounds, float):  # past the limit (which only falls): no option
+                continue
+            for k in np.flatnonzero(bounds <= limit()).tolist():
+                if k not in skip and k not in joined:
+                    todo.append((bounds[k], 2 * k + r, True))
+        todo.sort()
+        found: list[tuple[int, float, Plan, list[object] | None]] = []
+        for bound, pos, slotted in todo:
+            if bound > limit():
+                break  # and so do the rest: sorted by their bounds
+            lo, hi = runs[pos % 2]
+            k = pos // 2
+            got: tuple[float, Plan, list[object] | None]
+            if slotted:  # bounded more tightly, then timed from the slot
+                shape, where, _ = shaped(lo, hi, limit())
+                assert fast is not None and where is not None
+                if fast.bound(where, shape, choices[k]) > limit():
+                    continue
+                chosen = list(shape.options)
+                chosen[where.bucket] = choices[k]
+                trial = Plan(shape.buckets, chosen)
+                sims += 1
+                got = (fast.resume_at(trial, where), trial, None)
             else:
-                kept = list(range(first, len(choices)))
-            timed = [k for k in kept if choices[k] != same]
-            itself = 0 if same is None else sum(1 for k in where_in.get(same, ()) if k >= first)
-            pruned += len(choices) - first - len(timed) - itself  # ruled out by the screen
-            out.extend(2 * k + r for k in timed)
-        return sorted(out)
+                got = timed(lo, hi, k)
+            found.append((pos, *got))
+            if got[0] < low:
+                low = got[0]
+        pruned += total - len(found)
+        if not low < best_s * BETTER:
+            return -1, best_s, plan, jobs
+        bar = min(best_s * BETTER, low / BETTER)
+        return min((f for f in found if f[1] <= bar), key=lambda f: f[0])
 
     best_s, plan, jobs0 = full(options)
     jobs: list[object] | None = jobs0
@@ -386,19 +413,14 @@ def greedy(
             group = plan.buckets[inc.bucket_of[idx]] if buckets else [idx]
             # a bucket is a run of tensors
             runs = [(idx, idx), (group[0], group[-1])] if len(group) > 1 else [(idx, idx)]
-            queue = candidates(runs, -1)
-            while queue:  # GetBestOption: the first minimum wins
-                pos = queue.pop(0)
+            pos, s, p, j = get_best(runs)
+            if pos >= 0:  # S with one run's option replaced
                 lo, hi = runs[pos % 2]
-                s, p, j = run(lo, hi, pos // 2)
-                if s < best_s * BETTER:
-                    assert p is not None
-                    trial = list(options)
-                    trial[lo : hi + 1] = [choices[pos // 2]] * (hi + 1 - lo)
-                    options, best_s, plan, jobs, changed = trial, s, p, j, True
-                    inc = incumbent(options, plan)
-                    slots.clear()
-                    queue = candidates(runs, pos)  # screened anew against the new incumbent
+                options = list(options)
+                options[lo : hi + 1] = [choices[pos // 2]] * (hi + 1 - lo)
+                best_s, plan, jobs, changed = s, p, j, True
+                inc = incumbent(options, plan)
+                slots.clear()
             remove()
         if not changed:
             break
