@@ -137,9 +137,11 @@ class Kernel:
         self._tables: dict[tuple[Any, ...], _Table] = {}
         self._spaces: dict[int, tuple[tuple[Any, ...], tuple[str, ...], int]] = {}
 
-    def _steps(self, bucket: list[int], option: Any, b: int, size: float | None) -> _Lowering:
-        """The bucket's lowered steps, the first that waits for backward, and the seconds
-        of the steps from that one on, in all and per stream (`bound` reads them)."""
+    def _key(
+        self, bucket: list[int], option: Any, b: int, size: float | None
+    ) -> tuple[tuple[Any, ...], float | None]:
+        """What a bucket's lowering depends on (`_steps` caches by it), and the bucket's
+        size where the lowering reads that alone."""
         x = self.ctx
         lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
         run = hi - lo + 1 == len(bucket)  # a run of tensors (every plan gcbench builds)
@@ -162,17 +164,17 @@ class Kernel:
                 x.cores if any(op.where == "cpu" for op in option.ops) else 1,
                 math.lcm(*roots) if roots else 1,
             )
-        key = (tensors, option, size, b % uses[0], b % uses[1])
+        return (tensors, option, size, b % uses[0], b % uses[1]), size
+
+    def _steps(self, bucket: list[int], option: Any, b: int, size: float | None) -> _Lowering:
+        """The bucket's lowered steps, the first that waits for backward, and the seconds
+        of the steps from that one on, in all and per stream (`bound` reads them)."""
+        key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
-            lowered, cut = _lower(option, bucket, b, x, size)
+            lowered, cut = _lower(option, bucket, b, self.ctx, size)
             steps = [(s[0], s[2] if s[2] > 0 else 0.0, s[5], s[1] == "comm") for s in lowered]
-            post: dict[str, float] = {}
-            for stream, dur, _, _ in steps[cut:]:
-                post[stream] = post.get(stream, 0.0) + dur
-            pre: dict[str, float] = {}
-            for stream, dur, _, _ in steps[:cut]:
-                pre[stream] = pre.get(stream, 0.0) + dur
+            pre, post = _per_stream(lowered, cut)
             hit = self.cache[key] = (
                 steps,
                 cut,
@@ -454,23 +456,18 @@ class Kernel:
         hit = self._tables.get(key)
         if hit is None:
             named = {f"root:{lv}:{r}": lv for lv, r in zip(levels, roots, strict=True) if r}
-            lowered = [self._steps(bucket, o, b, size) for o in space]
-            streams = sorted({s for hit in lowered for s, _ in hit[4] + hit[3]})
-            col = {s: j for j, s in enumerate(streams)}
-            blank = [0.0] * len(streams)
-            before, after, waits = [], [], []
-            for _, _, _, per_post, per_pre in lowered:
-                row = list(blank)
-                for s, d in per_pre:
-                    row[col[s]] = d
-                before.append(row)
-                row, mask = list(blank), [-math.inf] * len(streams)
-                for s, d in per_post:
-                    row[col[s]] = d
-                    mask[col[s]] = 0.0
-                after.append(row)
-                waits.append(mask)
-            pre, post = np.array(before), np.array(after)
+            sums = []  # per option: its seconds per stream before and from its first wait
+            for o in space:
+                k, size = self._key(bucket, o, b, size)
+                got = self.cache.get(k)
+                if got is not None:
+                    sums.append((dict(got[4]), dict(got[3])))
+                else:  # only the screen's survivors are timed: their steps kept then
+                    sums.append(_per_stream(*_lower(o, bucket, b, x, size)))
+            streams = sorted({s for before, after in sums for s in (*before, *after)})
+            pre = np.array([[p.get(s, 0.0) for s in streams] for p, _ in sums])
+            post = np.array([[a.get(s, 0.0) for s in streams] for _, a in sums])
+            mask = np.array([[0.0 if s in a else -math.inf for s in streams] for _, a in sums])
             columns = []
             for s in streams:  # a root's streams by level: `root:<level>:<r>[:cpu]`
                 head, _, tail = s.partition(":") if s.startswith("root:") else ("", "", "")
@@ -482,7 +479,7 @@ class Kernel:
                 columns,
                 pre,
                 post,
-                np.array(waits),
+                mask,
                 pre.sum(axis=1),
                 post.sum(axis=1),
             )
@@ -631,6 +628,18 @@ class Kernel:
             start = tails
         t = start + update
         return t if t > end else end
+
+
+def _per_stream(steps: list[Any], cut: int) -> tuple[dict[str, float], dict[str, float]]:
+    """A lowering's seconds per stream before its first step that waits for backward, and
+    from that one on (`iteration._lower`'s steps; negative seconds count as none)."""
+    pre: dict[str, float] = {}
+    post: dict[str, float] = {}
+    for j, s in enumerate(steps):
+        part = pre if j < cut else post
+        d = s[2]
+        part[s[0]] = part.get(s[0], 0.0) + (d if d > 0 else 0.0)
+    return pre, post
 
 
 def _enqueue(
