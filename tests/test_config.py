@@ -11,9 +11,11 @@ import jsonschema
 import pytest
 import yaml
 from hypothesis import given, settings
+from pydantic import ValidationError
 
 from gcbench.compress.specs import KINDS, PRESETS, TopkSpec
 from gcbench.config import expand, load_suite, suite_schema
+from gcbench.config.models import Cluster
 from gcbench.errors import ConfigError
 
 from conftest import ROOT, SHARED, TINY_SUITE, write
@@ -38,6 +40,28 @@ repetitions: two
 """
 
 
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("seed: true", "seed: must be a whole number, got True"),
+        ('repetitions: "2"', "repetitions: must be a whole number, got '2'"),
+    ],
+)
+def test_yaml_booleans_and_strings_are_not_counts(tmp_path, line, message):
+    """pydantic's lax mode read `true` as 1 and `"2"` as 2; a suite says what it means."""
+    text = (
+        "name: x\ngrid:\n  model: tiny-mlp\n  strategy: fp32\n  network: {inter_gbps: 10}\n"
+        "  cluster: {machines: 2}\n" + line + "\n"
+    )
+    path = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    assert info.value.messages == [f"{path}:7: {message}"]
+    cluster = {"machines": "2"}
+    with pytest.raises(ValidationError, match="must be a whole number, got '2'"):
+        Cluster.model_validate(cluster)
+
+
 def test_every_mistake_on_its_own_line(tmp_path):
     path = write(tmp_path, "bad.yaml", MISTAKES)
     with pytest.raises(ConfigError) as info:
@@ -49,7 +73,7 @@ def test_every_mistake_on_its_own_line(tmp_path):
         8: "grid.compressor.1: unknown compressor 'zipit'",
         10: "grid.network.0.inter_gbps: must be > 0, got -10",
         12: "grid.cluster.0.machines: must be ≥ 1, got 0",
-        14: "repetitions: Input should be a valid integer",
+        14: "repetitions: must be a whole number, got 'two'",
     }
     assert len(lines) == len(expect)
     for line, (number, text) in zip(lines, expect.items(), strict=True):

@@ -80,6 +80,15 @@ def _at_least(minimum: float) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _whole(value: Any) -> Any:
+    """pydantic would read YAML's `true` as 1 and `"2"` as 2: a count or a seed is a number."""
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"must be a whole number, got {value!r}")
+    return value
+
+
+_WHOLE = BeforeValidator(_whole)
+Whole = Annotated[int, _WHOLE]
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE), _at_least(MIN_RATE)]
 Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
 Efficiency = Annotated[float, Field(gt=0, le=1), _at_least(MIN_EFFICIENCY)]
@@ -101,8 +110,9 @@ class ModelSpec(_Frozen):
     `collection.json#name`)."""
 
     name: str
-    batch_size: int | None = Field(None, gt=0, le=MAX_BATCH)
-    seq_len: int | None = Field(None, gt=0, le=MAX_SEQ_LEN)
+    # bounds inside the Optional, where the JSON schema states them as minimum/maximum
+    batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH), _WHOLE] | None = None
+    seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN), _WHOLE] | None = None
     profile: str | None = Field(
         None,
         description="a profile file used instead of the zoo's FLOP-based profile "
@@ -252,7 +262,7 @@ class Network(_Frozen):
     inter_gbps: Rate = Field(description="Gbit/s per machine between machines")
     inter_latency_us: Latency = 25.0
     inter_efficiency: Efficiency = 0.7
-    nics_per_machine: int = Field(1, ge=1, le=MAX_NICS)
+    nics_per_machine: Whole = Field(1, ge=1, le=MAX_NICS)
     server_gbps: Rate | None = Field(
         None, description="Gbit/s of each CPU server's NICs (default: inter_gbps)"
     )
@@ -292,10 +302,10 @@ class Network(_Frozen):
 class Cluster(_Frozen):
     """`machines` x `gpus_per_machine` GPU workers plus `cpu_servers` CPU machines."""
 
-    machines: int = Field(ge=1, le=MAX_GPUS)
-    gpus_per_machine: int = Field(8, ge=1, le=MAX_GPUS_PER_MACHINE)
-    cpu_servers: int = Field(0, ge=0, le=MAX_GPUS)
-    cpu_cores: int = Field(16, ge=1, le=MAX_CORES, description="CPU-compression pool per machine")
+    machines: Whole = Field(ge=1, le=MAX_GPUS)
+    gpus_per_machine: Whole = Field(8, ge=1, le=MAX_GPUS_PER_MACHINE)
+    cpu_servers: Whole = Field(0, ge=0, le=MAX_GPUS)
+    cpu_cores: Whole = Field(16, ge=1, le=MAX_CORES, description="CPU-compression pool per machine")
     summation_gbs: Rate | None = Field(
         None,
         description="GB/s each CPU server sums (input bytes); default: never the bottleneck",
@@ -384,8 +394,8 @@ class Constraints(_Frozen):
         "non-additive compressor) and fp16; named: fp32, fp32-2level, fp16, allgather, "
         "allgather-2level (faster to plan)",
     )
-    max_compressions: int | None = Field(
-        None, ge=0, le=8, description="compression operations per tensor at most (0: none)"
+    max_compressions: Annotated[int, Field(ge=0, le=8), _WHOLE] | None = Field(
+        None, description="compression operations per tensor at most (0: none)"
     )
     # non-empty checked after the items (a min_length would repeat a bad item's error)
     collectives: Annotated[tuple[CollectiveName, ...] | None, AfterValidator(_some_collective)] = (
@@ -415,7 +425,12 @@ class Constraints(_Frozen):
             key, sep, value = part.partition("=")
             if not sep:
                 value = "true"
-            data[key] = value.split(",") if key == "collectives" else value
+            if key == "collectives":
+                data[key] = value.split(",")
+            elif key == "max_compressions" and value.lstrip("-").isdigit():
+                data[key] = int(value)  # a count: models refuse text there
+            else:
+                data[key] = value
         return cls.model_validate(data)
 
 
@@ -642,8 +657,8 @@ class Suite(_Frozen):
         "profile's times, synthetic heavy-tailed gradients) or measured (a real forward and "
         "backward of the zoo model on each actor: its times and its gradients)",
     )
-    seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
-    repetitions: int = Field(1, ge=1, le=1000)
+    seed: Whole = Field(0, ge=INT64_MIN, le=INT64_MAX)
+    repetitions: Whole = Field(1, ge=1, le=1000)
     device: DeviceName = "v100"
     compressor_costs: CompressorCosts | None = Field(
         None,
@@ -720,7 +735,7 @@ class Cell(_Frozen):
     # and (de)compression times come from
     clock: Literal["virtual", "wall"] = "virtual"
     compute_time: Literal["profile", "measured"] = "profile"
-    seed: int = Field(0, ge=INT64_MIN, le=INT64_MAX)
+    seed: Whole = Field(0, ge=INT64_MIN, le=INT64_MAX)
     compressor_costs: CompressorCosts | None = None
     constraints: Constraints | None = None
 
