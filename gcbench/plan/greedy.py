@@ -219,7 +219,7 @@ class Greedy:
     simulations: int = 0
     seconds: float = 0.0
     removed: list[int] = field(default_factory=list)  # tensors ruled out by Remove
-    pruned: int = 0  # candidates not timed: their lower bound passed the best time
+    pruned: int = 0  # candidates not timed: a lower bound showed they could not win
 
 
 def order(profile: ModelProfile) -> list[int]:
@@ -290,7 +290,7 @@ def greedy(
                 got = (shape, None, without)
             else:
                 where = fast.slot(shape, inc.checkpoints, at, m, limit)
-                # past `top` (the plan without the bucket's steps) no option can win
+                # past `top` (a bound that holds whatever the option) no option can win
                 low = where.top if where.top > limit else fast.screen(where, shape, choices)
                 got = (shape, where, low)
             slots[lo, hi] = got
@@ -383,8 +383,9 @@ def greedy(
         pruned += total - len(found)
         if not low < best_s * BETTER:
             return -1, best_s, plan, jobs
-        bar = min(best_s * BETTER, low / BETTER)
-        return min((f for f in found if f[1] <= bar), key=lambda f: f[0])
+        near = low / BETTER  # within noise of the fastest
+        winners = (f for f in found if f[1] < best_s * BETTER and f[1] <= near)
+        return min(winners, key=lambda f: f[0])
 
     best_s, plan, jobs0 = full(options)
     jobs: list[object] | None = jobs0

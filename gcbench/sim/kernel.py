@@ -140,8 +140,9 @@ class Kernel:
     def _key(
         self, bucket: list[int], option: Any, b: int, size: float | None
     ) -> tuple[tuple[Any, ...], float | None]:
-        """What a bucket's lowering depends on (`_steps` caches by it), and the bucket's
-        size where the lowering reads that alone."""
+        """What a bucket's lowering depends on (`_steps` caches by it), and the size to
+        lower it at: the bucket's where the lowering reads that alone, else `size` as
+        given."""
         x = self.ctx
         lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
         run = hi - lo + 1 == len(bucket)  # a run of tensors (every plan gcbench builds)
@@ -458,12 +459,12 @@ class Kernel:
             named = {f"root:{lv}:{r}": lv for lv, r in zip(levels, roots, strict=True) if r}
             sums = []  # per option: its seconds per stream before and from its first wait
             for o in space:
-                k, size = self._key(bucket, o, b, size)
+                k, at = self._key(bucket, o, b, size)
                 got = self.cache.get(k)
                 if got is not None:
                     sums.append((dict(got[4]), dict(got[3])))
                 else:  # only the screen's survivors are timed: their steps kept then
-                    sums.append(_per_stream(*_lower(o, bucket, b, x, size)))
+                    sums.append(_per_stream(*_lower(o, bucket, b, x, at)))
             streams = sorted({s for before, after in sums for s in (*before, *after)})
             pre = np.array([[p.get(s, 0.0) for s in streams] for p, _ in sums])
             post = np.array([[a.get(s, 0.0) for s in streams] for _, a in sums])
