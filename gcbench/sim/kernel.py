@@ -122,6 +122,7 @@ class Kernel:
         self._bw = [t.backward_s if t.backward_s > 0 else 0.0 for t in profile.tensors]
         self.ctx = _Ctx(costs, self.numel)
         self.cache: dict[tuple[Any, ...], _Lowering] = {}
+        self._seen: dict[tuple[int, int, int], tuple[list[int], Any, _Lowering]] = {}
         self._uses: dict[Any, tuple[int, int]] = {}
         if costs.synchronous:
             raise ValueError("the kernel times asynchronous buckets only (Costs.synchronous)")
@@ -170,6 +171,14 @@ class Kernel:
     def _steps(self, bucket: list[int], option: Any, b: int, size: float | None) -> _Lowering:
         """The bucket's lowered steps, the first that waits for backward, and the seconds
         of the steps from that one on, in all and per stream (`bound` reads them)."""
+        # Candidate plans share the incumbent's bucket lists and options: looked up by
+        # identity first, without building the key (the memo holds both objects, so no
+        # other live object can have their ids)
+        seen = (id(bucket), id(option), b) if size is None else None
+        if seen is not None:
+            got = self._seen.get(seen)
+            if got is not None:
+                return got[2]
         key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
@@ -183,6 +192,10 @@ class Kernel:
                 tuple(post.items()),
                 tuple(pre.items()),
             )
+        if seen is not None:
+            if len(self._seen) >= _SEEN_MAX:  # plans fused anew each time never hit it
+                self._seen.clear()
+            self._seen[seen] = (bucket, option, hit)
         return hit
 
     def checkpoints(
@@ -684,6 +697,7 @@ def _span(spans: dict[int, list[float]], b: int, start: float, end: float) -> No
             s[1] = end
 
 
+_SEEN_MAX = 1 << 16  # entries of `Kernel._steps`'s identity memo before it starts afresh
 _IDLE: _Stream = (-math.inf,) * 5 + (0.0,) + (-math.inf,) * 3  # a stream with no jobs
 
 
