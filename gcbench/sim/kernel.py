@@ -171,14 +171,6 @@ class Kernel:
     def _steps(self, bucket: list[int], option: Any, b: int, size: float | None) -> _Lowering:
         """The bucket's lowered steps, the first that waits for backward, and the seconds
         of the steps from that one on, in all and per stream (`bound` reads them)."""
-        # Candidate plans share the incumbent's bucket lists and options: looked up by
-        # identity first, without building the key (the memo holds both objects, so no
-        # other live object can have their ids)
-        seen = (id(bucket), id(option), b) if size is None else None
-        if seen is not None:
-            got = self._seen.get(seen)
-            if got is not None:
-                return got[2]
         key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
@@ -192,10 +184,24 @@ class Kernel:
                 tuple(post.items()),
                 tuple(pre.items()),
             )
-        if seen is not None:
-            if len(self._seen) >= _SEEN_MAX:  # plans fused anew each time never hit it
-                self._seen.clear()
-            self._seen[seen] = (bucket, option, hit)
+        return hit
+
+    def _shared(self, bucket: list[int], option: Any, b: int, size: float | None) -> _Lowering:
+        """`_steps` for a plan resumed from checkpoints: candidate plans share the
+        incumbent's bucket lists and options, so a lowering is looked up by their
+        identity first, without building its key (the memo holds both objects: no other
+        live object can have their ids). Plans fused anew (Algorithm 2, brute force)
+        never hit it and time their buckets through `_steps` alone."""
+        if size is not None:
+            return self._steps(bucket, option, b, size)
+        seen = (id(bucket), id(option), b)
+        got = self._seen.get(seen)
+        if got is not None:
+            return got[2]
+        hit = self._steps(bucket, option, b, size)
+        if len(self._seen) >= _SEEN_MAX:
+            self._seen.clear()
+        self._seen[seen] = (bucket, option, hit)
         return hit
 
     def checkpoints(
@@ -279,7 +285,7 @@ class Kernel:
                 done_at = bucket[-1] + 1
             if opt is None or self.ctx.N == 1:
                 continue
-            steps, cut = self._steps(bucket, opt, b, None if sizes is None else sizes[b])[:2]
+            steps, cut = self._shared(bucket, opt, b, None if sizes is None else sizes[b])[:2]
             after = sum(d for _, d, _, _ in steps) + update
             release = ready if moved else -math.inf
             t, moving, ends = _enqueue(steps, 0, cut, now, release, after, early, base, ends, None)
@@ -547,13 +553,16 @@ class Kernel:
         rest: list[tuple[list[_Lowered], int, float, int]],
         states: list[_State] | None = None,
         spans: dict[int, list[float]] | None = None,
+        shared: bool = True,
     ) -> tuple[float, float, int]:
         """Buckets first..stop-1: each one's backward, then its steps that need not wait
-        for backward (`free` and `rest` updated in place)."""
+        for backward (`free` and `rest` updated in place); `shared`: the plan shares its
+        buckets with checkpointed ones (`_shared`)."""
         single = self.ctx.N == 1
         sizes = plan.elements
         buckets, options = plan.buckets, plan.options
-        get, lower, keep, backward = free.get, self._steps, rest.append, self._backward
+        lower = self._shared if shared else self._steps
+        get, keep, backward = free.get, rest.append, self._backward
         for b in range(first, stop):
             bucket, opt = buckets[b], options[b]
             if states is not None:
@@ -599,7 +608,11 @@ class Kernel:
             last, end, done = state.last, state.end, state.done
         states = None if record is None else record.states
         n = len(plan.buckets)
-        last, end, done = self._phase1(plan, at, n, free, last, end, done, rest, states, spans)
+        # a plan timed whole and not recorded shares nothing with a checkpointed one
+        shared = state is not None or record is not None
+        last, end, done = self._phase1(
+            plan, at, n, free, last, end, done, rest, states, spans, shared
+        )
         if record is not None:
             record.rest = rest
         return self._phase2(free, last, end, rest, spans)
@@ -697,7 +710,7 @@ def _span(spans: dict[int, list[float]], b: int, start: float, end: float) -> No
             s[1] = end
 
 
-_SEEN_MAX = 1 << 16  # entries of `Kernel._steps`'s identity memo before it starts afresh
+_SEEN_MAX = 1 << 16  # entries of `Kernel._shared`'s identity memo before it starts afresh
 _IDLE: _Stream = (-math.inf,) * 5 + (0.0,) + (-math.inf,) * 3  # a stream with no jobs
 
 
