@@ -20,12 +20,12 @@ bucket (one more collective, its latency and launches), so no single change gain
 where the whole bucket would (tiny-cnn, randomk, 8x8 V100: every tensor in one bucket,
 the one-tensor greedy keeps fp32 at 7.5x the best uniform strategy). The strategies'
 GetBestOption also tries, for each option, the tensor's whole current bucket taking it
-(`greedy(buckets=True)`). Over 162 cells (9 models x 10/25/100 Gbps x dgc, randomk,
-efsignsgd x 2 or 8 machines of 8 V100s), the best uniform strategy inside the space
-is matched within 1.02x by: the paper's one-tensor pass in 58% of the cells (worst
-7.9x); with bucket candidates in 97.5% (worst 1.09x, 40 s for all 162); repeating
-that pass until nothing changes in 99.4% (worst 1.02x, but 140 s) (BENCHMARKS.md).
-One pass with bucket candidates is the default (`PASSES`, `BUCKETS`).
+(`greedy(buckets=True)`). Over the 54 cells of each of suites/nvlink100.yaml and
+suites/pcie25.yaml, the best uniform strategy inside the space is matched within 1.02x
+by the paper's one-tensor pass in 83% and 74% of the cells (worst 1.26x and 1.43x), and
+with bucket candidates in 96% and 98% (worst 1.20x and 1.04x)
+(`benchmarks/planner.py --suites`, BENCHMARKS.md). One pass with bucket candidates is
+the default (`PASSES`, `BUCKETS`).
 """
 
 from __future__ import annotations
