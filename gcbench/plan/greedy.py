@@ -379,6 +379,7 @@ def greedy(
         # tensor first), so that a run's slot and screen are built under the bar the
         # candidates timed so far have set (often past the run's bound: none built)
         for r, lo, hi, out in reversed(slotted):
+            assert fast is not None  # runs are slotted where the kernel prunes
             shape, where, bounds = shaped(lo, hi, limit())
             if where is None or isinstance(bounds, float):  # no option can win
                 continue
@@ -388,13 +389,13 @@ def greedy(
             for bound, k in todo:
                 if bound > limit():
                     break  # and so do the rest: sorted by their bounds
-                if fast.bound(where, shape, choices[k]) > limit():  # type: ignore[union-attr]
+                if fast.bound(where, shape, choices[k]) > limit():
                     continue
                 chosen = list(shape.options)
                 chosen[where.bucket] = choices[k]
                 trial = Plan(shape.buckets, chosen)
                 sims += 1
-                take(2 * k + r, (fast.resume_at(trial, where), trial, None))  # type: ignore[union-attr]
+                take(2 * k + r, (fast.resume_at(trial, where), trial, None))
         pruned += total - len(found)
         if not low < best_s * BETTER:
             return -1, best_s, plan, jobs
