@@ -268,7 +268,6 @@ def greedy(
     # per (lo, hi), for this incumbent: the candidates' shape, its slot (None where the
     # run is off the critical path) and a lower bound on each option of `choices` there
     slots: dict[tuple[int, int], tuple[Plan, Slot | None, np.ndarray | float]] = {}
-    ruled: dict[tuple[int, int], float] = {}  # the limit each run's entry was made under
     n = len(options)
     pruned = 0
     choices = (start, *space)  # GetBestOption's order: S itself first
@@ -280,16 +279,13 @@ def greedy(
         or one for all. First the shape without the run's steps is timed from the
         checkpoint (a plain resume, a fifth of a slot's cost): no candidate of this shape
         ends earlier, so where that passes `limit` (the run is off the critical path)
-        there is no slot. Cached for the incumbent: the bounds hold whatever the limit,
-        but a verdict that no option can win only under limits no higher than the one it
-        was reached under (`ruled`)."""
+        there is no slot. Cached for the incumbent: the bounds hold whatever the limit;
+        a single bound (no option can win) only while it passes the limit (a guard: a
+        limit falls below S's bar only in a visit that accepts, which clears the cache)."""
         got = slots.get((lo, hi))
-        if got is not None and isinstance(got[2], float) and limit > ruled[lo, hi]:
-            # ruled out under a lower limit than this one: look again (a guard: a limit
-            # falls below S's bar only in a visit that accepts, which clears the cache)
+        if got is not None and isinstance(got[2], float) and not got[2] > limit:
             got = None
         if got is None:
-            ruled[lo, hi] = limit
             shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
             m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
             assert fast is not None and inc.checkpoints is not None
@@ -438,7 +434,6 @@ def greedy(
                 best_s, plan, jobs, changed = s, p, j, True
                 inc = incumbent(options, plan)
                 slots.clear()
-                ruled.clear()
             remove()
         if not changed:
             break
