@@ -263,6 +263,43 @@ class _Ctx:
         self.numel = numel
 
         self._shapes: dict[tuple[str, str, int], tuple[float, float, float] | None] = {}
+        # by the option's identity (its hash is a Python call): (the option, its layout)
+        self._layouts: dict[int, tuple[Option, tuple[tuple[Any, ...], ...]]] = {}
+
+    def layout(self, option: Option) -> tuple[tuple[Any, ...], ...]:
+        """`option` checked against the cell's compressor, and what `_lower` reads of each
+        of its steps that does not depend on the bucket, once per simulation: for an
+        operation (True, is a compression, on the GPU, where it needs the data ("gpu" or
+        "host"), the chunks it compresses: the product of the alltoall groups ahead of
+        it for a compressor that cannot split a payload), for a phase (False, level,
+        collective, group size, stream, token, second step of a divisible pair, needs
+        device memory (inside one machine), crosses machines by rings)."""
+        got = self._layouts.get(id(option))
+        if got is not None and got[0] is option:
+            return got[1]
+        c = self.c
+        second = _checked(option, c.additive, c.compressor)
+        out: list[tuple[Any, ...]] = []
+        for si, s in enumerate(option.steps):
+            if isinstance(s, Op):
+                chunks = 1
+                if s.op == "c" and not c.splittable:  # compressed per chunk for alltoalls
+                    for t in option.steps[si + 1 :]:
+                        if isinstance(t, Op):
+                            break
+                        if t.collective == "alltoall":
+                            chunks *= self.n[t.level]
+                place = "gpu" if s.where == "gpu" else "host"
+                out.append((True, s.op == "c", s.where == "gpu", place, chunks))
+                continue
+            level = s.level
+            out.append((
+                False, level, s.collective, self.n[level], stream_of(level, self.M), s.token,
+                second[si], level == "intra" or (level == "flat" and self.M == 1),
+                level == "inter",
+            ))  # fmt: skip
+        self._layouts[id(option)] = (option, tuple(out))  # holds it: no other has its id
+        return self._layouts[id(option)][1]
 
     def servers_comm(
         self, name: str, nbytes: float, rings: int, server_work_s: float = 0.0
@@ -393,12 +430,14 @@ def _lower(
     x: _Ctx,
     elements: float | None = None,
     fed: Sequence[float | None] | None = None,
+    labels: bool = True,
 ) -> tuple[list[_Step], int]:
     """One bucket's option as a chain of steps, and the index of the first step that must
     wait for backward to end (len(steps) when none). `fed`: the payload each compression
-    (`c`, in order) made as measured, one chunk's bytes (None: the size model's)."""
+    (`c`, in order) made as measured, one chunk's bytes (None: the size model's).
+    `labels=False` leaves the steps' labels empty (the kernel never reads them)."""
     c = x.c
-    second = _checked(option, c.additive, c.compressor)
+    layout = x.layout(option)
     if elements is None:
         elements = float(sum(x.numel[i] for i in bucket))
     payloads: list[Callable[[float], float]] = [c.payload_bytes]
@@ -418,7 +457,7 @@ def _lower(
     G = x.G
     steps: list[_Step] = []
     defer_at = -1  # first step that waits for backward
-    tag = f"bucket {b}"
+    tag = f"bucket {b}" if labels else ""
 
     def emit(stream: str, kind: str, dur: float, nbytes: float, label: str, gpu: bool) -> None:
         nonlocal defer_at
@@ -443,38 +482,32 @@ def _lower(
         nonlocal loc
         nbytes = held if comp else bpe * e * slices
         d = copy_s(nbytes, c.pcie)
+        label = f"{tag} copy" if labels else ""
         if actor == "w0":
-            emit("pcie:h2d" if to == "gpu" else "pcie:d2h", "copy", d, 0, f"{tag} copy", False)
+            emit("pcie:h2d" if to == "gpu" else "pcie:d2h", "copy", d, 0, label, False)
         else:
-            emit(actor, "copy", d, 0, f"{tag} copy", False)
+            emit(actor, "copy", d, 0, label, False)
         loc = to
 
     if option.fp16:
         emit("compute", "compress", c.cast_s(elements), 0, f"{tag} cast fp16", True)
-    for si, s in enumerate(option.steps):
-        if isinstance(s, Op):
-            on_gpu = s.where == "gpu"
-            if loc != s.where.replace("cpu", "host"):
-                copy("gpu" if on_gpu else "host")
+    for step in layout:
+        if step[0]:  # an operation (`_Ctx.layout` says what each field is)
+            _, compress, on_gpu, place, chunks = step
+            if loc != place:
+                copy(place)
             if actor == "w0":
                 stream = "compute" if on_gpu else core
             else:
                 stream = actor if on_gpu else actor + ":cpu"
             speed = 1.0 if on_gpu else x.cpu_speed
-            if s.op == "c":
-                chunks = 1
-                if not c.splittable:  # compress per chunk for the alltoalls ahead
-                    for t in option.steps[si + 1 :]:
-                        if isinstance(t, Op):
-                            break
-                        if t.collective == "alltoall":
-                            chunks *= x.n[t.level]
+            if compress:  # per chunk for the alltoalls ahead, where it cannot split
                 per = e / chunks
                 f = c.compress_s if on_gpu else c.cpu_compress_s
                 seconds = chunks * f(per) / speed / rounds  # the first round's share
                 if on_gpu:
                     seconds += extra / rounds
-                emit(stream, "compress", seconds, 0, f"{tag} compress", on_gpu)
+                emit(stream, "compress", seconds, 0, f"{tag} compress" if labels else "", on_gpu)
                 summed *= k  # the pieces an uncompressed alltoall brought, summed first
                 psum = summed
                 if summed > 1 and c.bucket_bytes is not None:
@@ -494,15 +527,15 @@ def _lower(
                 count = slices * k - (1 if own else 0)
                 if count > 0:
                     f = c.decompress_s if on_gpu else c.cpu_decompress_s
-                    emit(stream, "decompress", count * f(e) / speed, 0, f"{tag} decompress", on_gpu)
+                    label = f"{tag} decompress" if labels else ""
+                    emit(stream, "decompress", count * f(e) / speed, 0, label, on_gpu)
                 summed = psum * k
                 e, slices, k, held, comp = e * slices, 1, 1, 0.0, False
             continue
         # a phase
-        level, coll = s.level, s.collective
-        n = x.n[level]
+        _, level, coll, n, stream, token, second, device, inter = step
         started = True
-        if loc == "host" and (level == "intra" or (level == "flat" and x.M == 1)):
+        if loc == "host" and device:
             copy("gpu")  # GPU-to-GPU inside a machine needs device memory
         if coll in ("reduce", "gather") and n > 1:
             root = b % n
@@ -518,14 +551,14 @@ def _lower(
             size = bpe * e * n
         else:
             size = bpe * e
-        stream = stream_of(level, x.M)
+        label = f"{tag} {token}" if labels else ""
         if coll in ("pushpull", "byteps"):
             work = 0.0
             if comp:  # the servers decompress every machine's payloads and recompress
                 core_s = rings * (n * c.cpu_decompress_s(e) + c.cpu_compress_s(e))
                 work = core_s / (max(c.servers, 1) * c.server_cores)
             dur, sent = x.servers_comm(coll, size, rings, work)
-            emit(stream, "comm", dur, sent, f"{tag} {s.token}", False)
+            emit(stream, "comm", dur, sent, label, False)
             if comp:  # the servers sum every payload each machine's ranks pushed
                 k, own, psum = 1, False, psum * k * n
             else:
@@ -534,16 +567,16 @@ def _lower(
         if comp and rounds > 1 and coll not in ("allreduce", "reduce_scatter"):
             raise ConfigError(
                 [f"{c.compressor} has {rounds} rounds, each summed before the next: "
-                 f"its payloads are allreduced or reduce-scattered, not {s.token}"]
+                 f"its payloads are allreduced or reduce-scattered, not {token}"]
             )  # fmt: skip
-        dur, sent = x.comm(level, name, size, rings if level == "inter" else G)
-        emit(stream, "comm", dur, sent, f"{tag} {s.token}", False)
+        dur, sent = x.comm(level, name, size, rings if inter else G)
+        emit(stream, "comm", dur, sent, label, False)
         for r in range(1, rounds if comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
             emit(cstream, "compress", cseconds, 0, f"{tag} compress round {r}", cgpu)
             more = payloads[r](e)
-            dur, sent = x.comm(level, name, more, rings if level == "inter" else G)
-            emit(stream, "comm", dur, sent, f"{tag} {s.token} round {r}", False)
+            dur, sent = x.comm(level, name, more, rings if inter else G)
+            emit(stream, "comm", dur, sent, f"{tag} {token} round {r}", False)
         # what the rank holds afterwards
         if coll in ("reduce_scatter", "allreduce", "reduce") and not comp:
             summed *= n
@@ -561,7 +594,7 @@ def _lower(
         elif coll == "allgather":
             if comp:
                 held *= n
-                if second[si]:
+                if second:
                     slices *= n
                 else:
                     k *= n
