@@ -174,7 +174,7 @@ class Kernel:
         key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
-            lowered, cut = _lower(option, bucket, b, self.ctx, size)
+            lowered, cut = _lower(option, bucket, b, self.ctx, size, labels=False)
             steps = [(s[0], s[2] if s[2] > 0 else 0.0, s[5], s[1] == "comm") for s in lowered]
             pre, post = _per_stream(lowered, cut)
             hit = self.cache[key] = (
@@ -476,18 +476,37 @@ class Kernel:
         hit = self._tables.get(key)
         if hit is None:
             named = {f"root:{lv}:{r}": lv for lv, r in zip(levels, roots, strict=True) if r}
-            sums = []  # per option: its seconds per stream before and from its first wait
+            sums: list[tuple[Any, Any]] = []  # per option: (stream, seconds) before its first
+            # wait and from it
             for o in space:
                 k, at = self._key(bucket, o, b, size)
                 got = self.cache.get(k)
                 if got is not None:
-                    sums.append((dict(got[4]), dict(got[3])))
-                else:  # only the screen's survivors are timed: their steps kept then
-                    sums.append(_per_stream(*_lower(o, bucket, b, x, at)))
-            streams = sorted({s for before, after in sums for s in (*before, *after)})
-            pre = np.array([[p.get(s, 0.0) for s in streams] for p, _ in sums])
-            post = np.array([[a.get(s, 0.0) for s in streams] for _, a in sums])
-            mask = np.array([[0.0 if s in a else -math.inf for s in streams] for _, a in sums])
+                    sums.append((got[4], got[3]))
+                else:
+                    # only the screen's survivors are timed: their steps kept then
+                    pre_s, post_s = _per_stream(*_lower(o, bucket, b, x, at, labels=False))
+                    sums.append((pre_s.items(), post_s.items()))
+            used: dict[str, float] = {}  # every stream an option uses (its seconds unused)
+            for before, after in sums:
+                used.update(before)
+                used.update(after)
+            streams = sorted(used)
+            col = {s: j for j, s in enumerate(streams)}
+            w = len(streams)
+            flat_pre, flat_post = [0.0] * (len(sums) * w), [0.0] * (len(sums) * w)
+            flat_mask = [-math.inf] * (len(sums) * w)  # 0 where it has deferred steps there
+            for i, (before, after) in enumerate(sums):
+                row = i * w
+                for s, d in before:
+                    flat_pre[row + col[s]] = d
+                for s, d in after:
+                    flat_post[row + col[s]] = d
+                    flat_mask[row + col[s]] = 0.0
+            shape = (len(sums), w)
+            pre = np.array(flat_pre).reshape(shape)
+            post = np.array(flat_post).reshape(shape)
+            mask = np.array(flat_mask).reshape(shape)
             columns = []
             for s in streams:  # a root's streams by level: `root:<level>:<r>[:cpu]`
                 head, _, tail = s.partition(":") if s.startswith("root:") else ("", "", "")
@@ -562,15 +581,32 @@ class Kernel:
         sizes = plan.elements
         buckets, options = plan.buckets, plan.options
         lower = self._shared if shared else self._steps
-        get, keep, backward = free.get, rest.append, self._backward
+        get, keep, backward, bw = free.get, rest.append, self._backward, self._bw
+        seen = self._seen.get if shared and sizes is None else None
         for b in range(first, stop):
             bucket, opt = buckets[b], options[b]
             if states is not None:
                 states.append(_State(dict(free), last, end, done, len(rest)))
-            last, end, done = backward(bucket, free, last, end, done)
+            # `_backward`, inline for a run of tensors (the hot path: every plan gcbench
+            # builds), the same additions
+            lo = bucket[0] if bucket else 0
+            hi = bucket[-1] if bucket else -1
+            if hi - lo + 1 != len(bucket):
+                last, end, done = backward(bucket, free, last, end, done)
+            elif hi >= done:
+                t = get("compute", 0.0)
+                t = reduce(_plus, bw[lo if lo > done else done : hi + 1], t if t > last else last)
+                free["compute"] = last = t
+                if t > end:
+                    end = t
+                done = hi + 1
             if single or opt is None:
                 continue
-            hit = lower(bucket, opt, b, None if sizes is None else sizes[b])
+            got = None if seen is None else seen((id(bucket), id(opt), b))
+            if got is not None:  # `_shared`'s memo, looked up inline
+                hit = got[2]
+            else:
+                hit = lower(bucket, opt, b, None if sizes is None else sizes[b])
             steps, cut = hit[0], hit[1]
             t = last
             for stream, dur, _, comm in steps[:cut] if cut < len(steps) else steps:
