@@ -419,6 +419,42 @@ def test_a_candidate_resumed_from_checkpoints_times_as_a_fresh_run(case: Case, d
     ).iteration_s(changed)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(max_tensors=12), data=st.data())
+def test_a_candidate_with_more_or_fewer_buckets_resumes_exactly(case: Case, data):
+    """A candidate as the planner builds it (`candidate_plan`: tensors lo..hi given one
+    option, re-fused around them) may have more or fewer buckets than the checkpointed
+    plan, so the buckets it shares with it sit at other indices, where an option that
+    reads its bucket's index (a CPU core, a reduce's root) lowers otherwise. Resumed from
+    the checkpoints by the compiled loop, it times as the simulator does."""
+    from strategies import all_options
+
+    from gcbench.plan.greedy import _Incumbent, candidate_plan
+    from gcbench.sim.iteration import parse_fusion
+    from gcbench.sim.kernel import Kernel
+    from gcbench.sim.options import ROOTED
+
+    space = all_options(case.costs.additive)
+    rooted = [o for o in space if any(p.collective in ROOTED for p in o.phases)]
+    pool = [data.draw(st.sampled_from(rooted)), *data.draw(st.lists(st.sampled_from(space),
+            min_size=1, max_size=2))]  # fmt: skip
+    n = len(case.profile.tensors)
+    options = [data.draw(st.sampled_from(pool)) for _ in range(n)]
+    sizes = [t.numel * 4 for t in case.profile.tensors]
+    plan = fused_plan(case.profile, options, "ddp")
+    kernel = Kernel(case.profile, case.costs)
+    inc = _Incumbent.of(options, plan, sizes)
+    _, inc.checkpoints = kernel.checkpoints(plan)
+    compiled = case.costs.machines * case.costs.gpus_per_machine > 1  # else nothing to send
+    assert (inc.checkpoints.arrays is not None) == compiled
+    lo = data.draw(st.integers(0, n - 1))
+    hi = data.draw(st.integers(lo, n - 1))
+    cand, at = candidate_plan(inc, lo, hi, data.draw(st.sampled_from(pool)), sizes,
+                              parse_fusion("ddp"))  # fmt: skip
+    want = simulate(case.profile, case.costs, cand).iteration_s
+    assert kernel.iteration_s(cand, inc.checkpoints, at) == want
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases(max_tensors=12), data=st.data())
 def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):

@@ -46,10 +46,15 @@ _Stream = tuple[float, float, float, float, float, float, float, float, float]
 # A lowered step as the kernel keeps it: (stream, seconds, waits for backward, is comm)
 _Lowered = tuple[str, float, bool, bool]
 # A bucket's lowering: its steps, the first that waits for backward, for the steps from
-# that one on their seconds and each stream's share of them, and each stream's share of
-# the steps before it
+# that one on their seconds and each stream's share of them, each stream's share of the
+# steps before it, and its number in the compiled resume's arrays (-1: none)
 _Lowering = tuple[
-    list[_Lowered], int, float, tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]
+    list[_Lowered],
+    int,
+    float,
+    tuple[tuple[str, float], ...],
+    tuple[tuple[str, float], ...],
+    int,
 ]
 
 
@@ -79,12 +84,37 @@ class _State:
 
 
 @dataclass
+class _Arrays:
+    """A checkpointed plan as the compiled resume reads it (`_kernel_jit.resume`): per
+    bucket the state before it (stream free times by stream id, the compute chain's end,
+    the iteration's end so far, the next tensor without backward, the deferred tails
+    pending), the deferred tails (lowering, chain end), each bucket's first and last
+    tensor, and per shift of the bucket index (a candidate with more or fewer buckets
+    before them) each bucket's lowering (-1: none)."""
+
+    plan: Plan
+    free: np.ndarray
+    last: np.ndarray
+    end: np.ndarray
+    done: np.ndarray
+    pending: np.ndarray
+    rest_low: np.ndarray
+    rest_t: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    low: dict[int, np.ndarray]
+    reads: list[int]  # the buckets whose option reads the bucket's index
+
+
+@dataclass
 class Checkpoints:
     """A plan's state before each of its buckets, and its deferred tails: a plan that
-    shares the first `a` buckets resumes at bucket `a` (`Kernel.iteration_s(plan, ck, a)`)."""
+    shares the first `a` buckets resumes at bucket `a` (`Kernel.iteration_s(plan, ck, a)`).
+    `arrays`: the same for the compiled resume, where it applies (`Kernel._compiled`)."""
 
     states: list[_State]
     rest: list[tuple[list[_Lowered], int, float, int]]
+    arrays: _Arrays | None = None
 
 
 @dataclass
@@ -111,6 +141,12 @@ class Slot:
     top: float
     moving: float
     update: float
+    # for the compiled resume: the checkpoints the slot's plan shares its later buckets
+    # with, and `before` as arrays (free times by stream id, tails' lowerings and ends)
+    resume: Checkpoints | None = None
+    free_ids: np.ndarray | None = None
+    rest_low: np.ndarray | None = None
+    rest_t: np.ndarray | None = None
 
 
 class Kernel:
@@ -136,6 +172,24 @@ class Kernel:
             self._prefix.append(self._prefix[-1] + n)
         self.evaluations = 0
         self._tables: dict[tuple[Any, ...], _Table] = {}
+        # the compiled resume's view of the lowerings (`_register`): stream ids, every
+        # cached lowering's steps in flat arrays, and per lowering its range and cut
+        self._jit: Any = None
+        if self.ctx.N > 1:
+            from gcbench.sim import _kernel_jit
+
+            self._jit = _kernel_jit.resume
+        self._bw_array = np.array(self._bw, dtype=np.float64)
+        self._update = profile.update_s if profile.update_s > 0 else 0.0
+        self._sid: dict[str, int] = {"compute": 0}
+        self._lid: dict[int, int] = {}  # id(a cached lowering's steps) -> its lowering id
+        self._step_sid = np.zeros(1024, np.int64)
+        self._step_dur = np.zeros(1024)
+        self._step_wait = np.zeros(1024, np.bool_)
+        self._steps_used = 0
+        self._low_off = np.zeros(256, np.int64)
+        self._low_len = np.zeros(256, np.int64)
+        self._low_cut = np.zeros(256, np.int64)
         self._spaces: dict[int, tuple[tuple[Any, ...], tuple[str, ...], int]] = {}
 
     def _key(
@@ -183,8 +237,34 @@ class Kernel:
                 sum(d for _, d, _, _ in steps[cut:]),
                 tuple(post.items()),
                 tuple(pre.items()),
+                -1 if self._jit is None else self._register(steps, cut),
             )
         return hit
+
+    def _register(self, steps: list[_Lowered], cut: int) -> int:
+        """A new cached lowering, written to the compiled resume's arrays: its number."""
+        n, at, k = len(steps), self._steps_used, len(self._lid)
+        if at + n > len(self._step_sid):
+            grow = max(2 * len(self._step_sid), at + n)
+            self._step_sid = np.resize(self._step_sid, grow)
+            self._step_dur = np.resize(self._step_dur, grow)
+            self._step_wait = np.resize(self._step_wait, grow)
+        if k >= len(self._low_off):
+            self._low_off = np.resize(self._low_off, 2 * k)
+            self._low_len = np.resize(self._low_len, 2 * k)
+            self._low_cut = np.resize(self._low_cut, 2 * k)
+        sid = self._sid
+        for j, (stream, dur, waits, _) in enumerate(steps, at):
+            q = sid.get(stream)
+            if q is None:
+                q = sid[stream] = len(sid)
+            self._step_sid[j] = q
+            self._step_dur[j] = dur
+            self._step_wait[j] = waits
+        self._low_off[k], self._low_len[k], self._low_cut[k] = at, n, cut
+        self._steps_used = at + n
+        self._lid[id(steps)] = k  # the cache holds the list: no other can take its id
+        return k
 
     def _shared(self, bucket: list[int], option: Any, b: int, size: float | None) -> _Lowering:
         """`_steps` for a plan resumed from checkpoints: candidate plans share the
@@ -211,7 +291,114 @@ class Kernel:
         it with each bucket's communication span ([first start, last end], the simulator's
         comm jobs') for the planner's bubbles."""
         ck = Checkpoints([], [])
-        return self._run(plan, None, [], 0, ck, spans), ck
+        s = self._run(plan, None, [], 0, ck, spans)
+        if self._jit is not None and plan.elements is None:
+            ck.arrays = self._arrays(plan, ck)
+        return s, ck
+
+    def _ids(self, free: dict[str, float]) -> np.ndarray:
+        """Stream free times by stream id (streams with none: free at 0, as `free.get`)."""
+        out = np.zeros(len(self._sid))
+        sid = self._sid
+        for stream, t in free.items():
+            out[sid[stream]] = t
+        return out
+
+    def _arrays(self, plan: Plan, ck: Checkpoints) -> _Arrays | None:
+        """`ck` for the compiled resume, where every bucket is a run of tensors."""
+        lo, hi, low, reads = [], [], [], []
+        uses = self._uses
+        for b, (bucket, opt) in enumerate(zip(plan.buckets, plan.options, strict=True)):
+            first, last = (bucket[0], bucket[-1]) if bucket else (0, -1)
+            if last - first + 1 != len(bucket):
+                return None
+            lo.append(first)
+            hi.append(last)
+            low.append(-1 if opt is None else self._shared(bucket, opt, b, None)[5])
+            if opt is not None and uses[opt] != (1, 1):
+                reads.append(b)
+        states = ck.states
+        free = np.zeros((len(states), len(self._sid)))
+        for row, st in zip(free, states, strict=True):
+            for stream, t in st.free.items():
+                row[self._sid[stream]] = t
+        lid = self._lid
+        return _Arrays(
+            plan,
+            free,
+            np.array([st.last for st in states]),
+            np.array([st.end for st in states]),
+            np.array([st.done for st in states], np.int64),
+            np.array([st.pending for st in states], np.int64),
+            np.array([lid[id(r[0])] for r in ck.rest], np.int64),
+            np.array([r[2] for r in ck.rest]),
+            np.array(lo, np.int64),
+            np.array(hi, np.int64),
+            {0: np.array(low, np.int64)},
+            reads,
+        )
+
+    def _lows(self, arrays: _Arrays, d: int) -> np.ndarray:
+        """Each checkpointed bucket's lowering when it is bucket `d` places later (an
+        option that reads its bucket's index, for a CPU core or a root, lowers anew)."""
+        got = arrays.low.get(d)
+        if got is None:
+            got = arrays.low[0]
+            if arrays.reads:
+                got = got.copy()
+                plan = arrays.plan
+                for i in arrays.reads:
+                    if i + d >= 0:
+                        got[i] = self._shared(plan.buckets[i], plan.options[i], i + d, None)[5]
+            arrays.low[d] = got
+        return got
+
+    def _compiled(
+        self,
+        plan: Plan,
+        arrays: _Arrays,
+        at: int,
+        free: np.ndarray,
+        last: float,
+        end: float,
+        done: int,
+        rest_low: np.ndarray,
+        rest_t: np.ndarray,
+        pending: int,
+    ) -> float | None:
+        """`plan`'s time from the state before its bucket `at` by the compiled resume
+        (`_kernel_jit.resume`): its buckets from `at` up to where it follows the
+        checkpointed plan's (the same lists and options, shifted by its extra buckets),
+        then those. None where a bucket is not a run of tensors (the Python path)."""
+        inc = arrays.plan
+        pb, po, ib, io = plan.buckets, plan.options, inc.buckets, inc.options
+        n = len(pb)
+        d = n - len(ib)
+        j = at
+        while j < n:  # where the plan follows the checkpointed one to its end
+            i = j - d
+            if i >= 0 and pb[j] is ib[i] and po[j] is io[i] and pb[j:] == ib[i:]:
+                if po[j:] == io[i:]:
+                    break
+            j += 1
+        rows = []
+        for b in range(at, j):
+            bucket, opt = pb[b], po[b]
+            lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
+            if hi - lo + 1 != len(bucket):
+                return None
+            rows.append((lo, hi, -1 if opt is None else self._shared(bucket, opt, b, None)[5]))
+        changed = np.array(rows, np.int64).reshape(-1, 3)
+        low = arrays.low[0] if d == 0 else self._lows(arrays, d)
+        self.evaluations += 1
+        return float(
+            self._jit(
+                self._bw_array, self._step_sid, self._step_dur, self._step_wait,
+                self._low_off, self._low_len, self._low_cut, len(self._sid),
+                free, last, end, done, rest_low, rest_t, pending,
+                changed, arrays.lo, arrays.hi, low, j - d, self._update,
+            )
+        )  # fmt: skip
 
     def iteration_s(self, plan: Plan, resume: Checkpoints | None = None, at: int = 0) -> float:
         """One iteration's time; with `resume`, the checkpoints of a plan whose first `at`
@@ -219,6 +406,14 @@ class Kernel:
         (the same floats in the same order: the same result)."""
         if resume is None:
             return self._run(plan, None, [], 0, None)
+        a = resume.arrays
+        if a is not None and plan.elements is None:
+            got = self._compiled(
+                plan, a, at, a.free[at], a.last[at], a.end[at], a.done[at],
+                a.rest_low, a.rest_t, a.pending[at],
+            )  # fmt: skip
+            if got is not None:
+                return got
         st = resume.states[at]
         return self._run(plan, st, resume.rest[: st.pending], at, None)
 
@@ -340,7 +535,7 @@ class Kernel:
             if v > moving:
                 moving = v
         more = done < len(bw)  # tensors whose backward runs after the bucket's steps
-        return Slot(
+        slot = Slot(
             m,
             before,
             rest,
@@ -354,6 +549,12 @@ class Kernel:
             moving,
             update,
         )
+        if resume.arrays is not None and top <= bar:  # it may resume candidates: compiled
+            slot.resume = resume
+            slot.free_ids = self._ids(before.free)
+            slot.rest_low = np.array([self._lid[id(r[0])] for r in rest], np.int64)
+            slot.rest_t = np.array([r[2] for r in rest])
+        return slot
 
     def bound(self, slot: Slot, plan: Plan, option: Any) -> float:
         """A lower bound on the iteration time of `plan` with `option` in the slot's
@@ -365,7 +566,7 @@ class Kernel:
         sizes = plan.elements
         if self.ctx.N == 1:
             return slot.top
-        steps, cut, chain_post, per_post, _ = self._steps(
+        steps, cut, chain_post, per_post, _, _ = self._steps(
             plan.buckets[b], option, b, None if sizes is None else sizes[b]
         )
         free = slot.free
@@ -528,6 +729,16 @@ class Kernel:
         """The exact iteration time of `plan` (the slot's plan with its bucket's option
         set), from the state before the slot's bucket."""
         before = slot.before
+        ck = slot.resume
+        if ck is not None and ck.arrays is not None and plan.elements is None:
+            assert slot.free_ids is not None and slot.rest_low is not None
+            assert slot.rest_t is not None
+            got = self._compiled(
+                plan, ck.arrays, slot.bucket, slot.free_ids, before.last, before.end,
+                before.done, slot.rest_low, slot.rest_t, before.pending,
+            )  # fmt: skip
+            if got is not None:
+                return got
         return self._run(plan, before, slot.rest[: before.pending], slot.bucket, None)
 
     def _backward(
