@@ -570,7 +570,7 @@ def _lower(
                  f"its payloads are allreduced or reduce-scattered, not {token}"]
             )  # fmt: skip
         dur, sent = x.comm(level, name, size, rings if inter else G)
-        emit(stream, "comm", dur, sent, label, False)
+        steps.append((stream, "comm", dur, sent, label, False))  # `emit` of a phase, inline
         for r in range(1, rounds if comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
             emit(cstream, "compress", cseconds, 0, f"{tag} compress round {r}", cgpu)
