@@ -616,7 +616,11 @@ class Kernel:
         no earlier than `c0`), its deferred steps, then the rest (`b2`: their seconds
         and what must follow each): than its free time plus all those seconds, and,
         where the option defers steps there, than max(c0, the backward's end) plus its
-        deferred seconds and the rest; the update follows every job."""
+        deferred seconds and the rest; the update follows every job. And where backward
+        goes on after the bucket, an option's GPU work before its first deferred step
+        (on the compute stream, after the bucket's backward) delays the rest of it, and
+        every release that follows it, by at least those seconds (`bound`'s `shift`):
+        than the slot's bound from those releases (`moving`) plus the column's seconds."""
         b = slot.bucket
         sizes = plan.elements
         columns, pre, post, waits, chain_pre, chain_post = self._table(
@@ -628,9 +632,12 @@ class Kernel:
         serve = np.empty(len(columns))  # free time plus the other jobs' seconds after
         queued = np.empty(len(columns))  # when the option's deferred steps may start, after
         get, free, n = slot.streams.get, slot.free, self.ctx.n
+        shift = None
         for j, (s, level, suffix) in enumerate(columns):
             if level is not None:  # this bucket's root's stream
                 s = f"root:{level}:{b % n[level]}{suffix}"
+            elif s == "compute" and slot.more_backward:
+                shift = pre[:, j]  # per option: the least it delays the rest of backward
             st = get(s)
             f = free.get(s, 0.0)
             if st is None:
@@ -645,6 +652,8 @@ class Kernel:
         chain = np.maximum(chain_pre + slot.last, backward) + chain_post + update
         np.maximum(low, chain, out=low)
         np.maximum(low, slot.top, out=low)
+        if shift is not None:
+            np.maximum(low, slot.moving + shift, out=low)
         return low
 
     def _table(
