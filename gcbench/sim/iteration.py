@@ -437,7 +437,8 @@ def _lower(
     (`c`, in order) made as measured, one chunk's bytes (None: the size model's).
     `labels=False` leaves the steps' labels empty (the kernel never reads them)."""
     c = x.c
-    layout = x.layout(option)
+    known = x._layouts.get(id(option))  # `x.layout(option)`, its memo read inline
+    layout = known[1] if known is not None and known[0] is option else x.layout(option)
     if elements is None:
         elements = float(sum(x.numel[i] for i in bucket))
     payloads: list[Callable[[float], float]] = [c.payload_bytes]
@@ -458,14 +459,8 @@ def _lower(
     steps: list[_Step] = []
     defer_at = -1  # first step that waits for backward
     tag = f"bucket {b}" if labels else ""
-
-    def emit(stream: str, kind: str, dur: float, nbytes: float, label: str, gpu: bool) -> None:
-        nonlocal defer_at
-        deferred = gpu and (started or stream != "compute")
-        if deferred and defer_at < 0:
-            defer_at = len(steps)
-        steps.append((stream, kind, dur, nbytes, label, deferred and stream != "compute"))
-
+    # (no closures: the state below stays in fast locals; `_gpu_step` and `_copy_step`
+    # build the steps that need more than an append)
     started = False  # a phase has run: later GPU work waits on communication
     e, slices, k, held = elements, 1, 1, 0.0
     comp, own, loc, rings = False, True, "gpu", G
@@ -478,24 +473,15 @@ def _lower(
     core = f"cpu:{b % x.cores}"
     last_compress = ("compute", 0.0, True)
 
-    def copy(to: str) -> None:
-        nonlocal loc
-        nbytes = held if comp else bpe * e * slices
-        d = copy_s(nbytes, c.pcie)
-        label = f"{tag} copy" if labels else ""
-        if actor == "w0":
-            emit("pcie:h2d" if to == "gpu" else "pcie:d2h", "copy", d, 0, label, False)
-        else:
-            emit(actor, "copy", d, 0, label, False)
-        loc = to
-
     if option.fp16:
-        emit("compute", "compress", c.cast_s(elements), 0, f"{tag} cast fp16", True)
+        defer_at = _gpu_step(steps, defer_at, started, "compute", "compress",
+                             c.cast_s(elements), f"{tag} cast fp16", True)  # fmt: skip
     for step in layout:
         if step[0]:  # an operation (`_Ctx.layout` says what each field is)
             _, compress, on_gpu, place, chunks = step
             if loc != place:
-                copy(place)
+                steps.append(_copy_step(c, actor, place, held if comp else bpe * e * slices, tag))
+                loc = place
             if actor == "w0":
                 stream = "compute" if on_gpu else core
             else:
@@ -507,7 +493,9 @@ def _lower(
                 seconds = chunks * f(per) / speed / rounds  # the first round's share
                 if on_gpu:
                     seconds += extra / rounds
-                emit(stream, "compress", seconds, 0, f"{tag} compress" if labels else "", on_gpu)
+                label = f"{tag} compress" if labels else ""
+                defer_at = _gpu_step(steps, defer_at, started, stream, "compress", seconds, label,
+                                     on_gpu)  # fmt: skip
                 summed *= k  # the pieces an uncompressed alltoall brought, summed first
                 psum = summed
                 if summed > 1 and c.bucket_bytes is not None:
@@ -528,15 +516,17 @@ def _lower(
                 if count > 0:
                     f = c.decompress_s if on_gpu else c.cpu_decompress_s
                     label = f"{tag} decompress" if labels else ""
-                    emit(stream, "decompress", count * f(e) / speed, 0, label, on_gpu)
+                    defer_at = _gpu_step(steps, defer_at, started, stream, "decompress",
+                                         count * f(e) / speed, label, on_gpu)  # fmt: skip
                 summed = psum * k
                 e, slices, k, held, comp = e * slices, 1, 1, 0.0, False
             continue
         # a phase
         _, level, coll, n, stream, token, second, device, inter = step
         started = True
-        if loc == "host" and device:
-            copy("gpu")  # GPU-to-GPU inside a machine needs device memory
+        if loc == "host" and device:  # GPU-to-GPU inside a machine needs device memory
+            steps.append(_copy_step(c, actor, "gpu", held if comp else bpe * e * slices, tag))
+            loc = "gpu"
         if coll in ("reduce", "gather") and n > 1:
             root = b % n
             frames.append([level, actor, False])
@@ -558,7 +548,7 @@ def _lower(
                 core_s = rings * (n * c.cpu_decompress_s(e) + c.cpu_compress_s(e))
                 work = core_s / (max(c.servers, 1) * c.server_cores)
             dur, sent = x.servers_comm(coll, size, rings, work)
-            emit(stream, "comm", dur, sent, label, False)
+            steps.append((stream, "comm", dur, sent, label, False))
             if comp:  # the servers sum every payload each machine's ranks pushed
                 k, own, psum = 1, False, psum * k * n
             else:
@@ -570,13 +560,14 @@ def _lower(
                  f"its payloads are allreduced or reduce-scattered, not {token}"]
             )  # fmt: skip
         dur, sent = x.comm(level, name, size, rings if inter else G)
-        steps.append((stream, "comm", dur, sent, label, False))  # `emit` of a phase, inline
+        steps.append((stream, "comm", dur, sent, label, False))  # a phase waits for none
         for r in range(1, rounds if comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
-            emit(cstream, "compress", cseconds, 0, f"{tag} compress round {r}", cgpu)
+            defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
+                                 f"{tag} compress round {r}", cgpu)  # fmt: skip
             more = payloads[r](e)
             dur, sent = x.comm(level, name, more, rings if inter else G)
-            emit(stream, "comm", dur, sent, f"{tag} {token} round {r}", False)
+            steps.append((stream, "comm", dur, sent, f"{tag} {token} round {r}", False))
         # what the rank holds afterwards
         if coll in ("reduce_scatter", "allreduce", "reduce") and not comp:
             summed *= n
@@ -615,10 +606,38 @@ def _lower(
                 own = False  # worker 0 receives the root's recompressed aggregate
             actor = outer
     if loc == "host":
-        copy("gpu")
+        steps.append(_copy_step(c, actor, "gpu", held if comp else bpe * e * slices, tag))
     if option.fp16:
-        emit("compute", "decompress", c.cast_s(elements), 0, f"{tag} cast fp32", True)
+        defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
+                             c.cast_s(elements), f"{tag} cast fp32", True)  # fmt: skip
     return steps, (defer_at if defer_at >= 0 else len(steps))
+
+
+def _gpu_step(
+    steps: list[_Step],
+    defer_at: int,
+    started: bool,
+    stream: str,
+    kind: str,
+    dur: float,
+    label: str,
+    gpu: bool,
+) -> int:
+    """Append a compression, decompression or cast to `steps`; the first step that waits
+    for backward, updated: GPU work waits once a phase has run (`started`) or when it is
+    not on the compute stream (a root's)."""
+    deferred = gpu and (started or stream != "compute")
+    if deferred and defer_at < 0:
+        defer_at = len(steps)
+    steps.append((stream, kind, dur, 0, label, deferred and stream != "compute"))
+    return defer_at
+
+
+def _copy_step(c: Costs, actor: str, to: str, nbytes: float, tag: str) -> _Step:
+    """A copy of `nbytes` between GPU and host memory (`to` the one it goes to), on worker
+    0's PCIe direction or on a root's own stream."""
+    stream = ("pcie:h2d" if to == "gpu" else "pcie:d2h") if actor == "w0" else actor
+    return (stream, "copy", copy_s(nbytes, c.pcie), 0, f"{tag} copy" if tag else "", False)
 
 
 def _summed_payload(
