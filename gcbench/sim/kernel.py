@@ -174,11 +174,7 @@ class Kernel:
         self._tables: dict[tuple[Any, ...], _Table] = {}
         # the compiled resume's view of the lowerings (`_register`): stream ids, every
         # cached lowering's steps in flat arrays, and per lowering its range and cut
-        self._jit: Any = None
-        if self.ctx.N > 1:
-            from gcbench.sim import _kernel_jit
-
-            self._jit = _kernel_jit.resume
+        self._compiles = self.ctx.N > 1  # one GPU sends nothing: the Python path is as fast
         self._bw_array = np.array(self._bw, dtype=np.float64)
         self._update = profile.update_s if profile.update_s > 0 else 0.0
         self._sid: dict[str, int] = {"compute": 0}
@@ -237,7 +233,7 @@ class Kernel:
                 sum(d for _, d, _, _ in steps[cut:]),
                 tuple(post.items()),
                 tuple(pre.items()),
-                -1 if self._jit is None else self._register(steps, cut),
+                self._register(steps, cut) if self._compiles else -1,
             )
         return hit
 
@@ -292,7 +288,7 @@ class Kernel:
         comm jobs') for the planner's bubbles."""
         ck = Checkpoints([], [])
         s = self._run(plan, None, [], 0, ck, spans)
-        if self._jit is not None and plan.elements is None:
+        if self._compiles and plan.elements is None:
             ck.arrays = self._arrays(plan, ck)
         return s, ck
 
@@ -392,7 +388,7 @@ class Kernel:
         low = arrays.low[0] if d == 0 else self._lows(arrays, d)
         self.evaluations += 1
         return float(
-            self._jit(
+            (_RESUME if _RESUME is not None else warm())(
                 self._bw_array, self._step_sid, self._step_dur, self._step_wait,
                 self._low_off, self._low_len, self._low_cut, len(self._sid),
                 free, last, end, done, rest_low, rest_t, pending,
@@ -566,7 +562,7 @@ class Kernel:
         sizes = plan.elements
         if self.ctx.N == 1:
             return slot.top
-        steps, cut, chain_post, per_post, _, _ = self._steps(
+        steps, cut, chain_post, per_post, _, _ = self._shared(
             plan.buckets[b], option, b, None if sizes is None else sizes[b]
         )
         free = slot.free
@@ -967,6 +963,25 @@ def _span(spans: dict[int, list[float]], b: int, start: float, end: float) -> No
 
 
 _SEEN_MAX = 1 << 16  # entries of `Kernel._shared`'s identity memo before it starts afresh
+_RESUME: Any = None  # `_kernel_jit.resume`, once loaded
+
+
+def warm() -> Any:
+    """The compiled resume (`_kernel_jit.resume`), imported and run once on the first
+    call: numba compiles it in the first process after an install (about 5 s) and loads
+    it from its disk cache after (about 0.4 s with numba's import). The planner's entry
+    points call this before they start timing, so that a plan's time is the plan's."""
+    global _RESUME
+    if _RESUME is None:
+        from gcbench.sim._kernel_jit import resume
+
+        z, i = np.zeros(1), np.zeros(1, np.int64)
+        resume(z, i, z, np.zeros(1, np.bool_), i, i, i, 1, z, 0.0, 0.0, 0, i, z, 0,
+               np.zeros((0, 3), np.int64), i, i, i, 1, 0.0)  # fmt: skip
+        _RESUME = resume
+    return _RESUME
+
+
 _IDLE: _Stream = (-math.inf,) * 5 + (0.0,) + (-math.inf,) * 3  # a stream with no jobs
 
 
