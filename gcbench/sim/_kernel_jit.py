@@ -23,7 +23,7 @@ def resume(
     changed, lo, hi, low, first, update,
 ):  # fmt: skip
     """One iteration's time from the state before a bucket: stream free times `free0`
-    (by stream id; streams numbered since count as free at 0), the compute chain's end
+    (by stream id; a stream numbered after that state was taken is free at 0), the compute chain's end
     `last`, the iteration's end so far `end`, the next tensor whose backward has not run
     `done`, and the first `pending` deferred tails (`rest_low`: their lowering, `rest_t`:
     their chain's end). The buckets from there: the rows of `changed` (first tensor, last

@@ -16,7 +16,9 @@ equals `simulate(...).iteration_s` exactly (a test checks random plans).
 
 The planner changes one tensor or one bucket at a time, so a candidate shares its first
 buckets with the incumbent plan: `checkpoints` records the incumbent's state before each
-bucket and `iteration_s(plan, checkpoints, at)` starts the candidate there.
+bucket and `iteration_s(plan, checkpoints, at)` starts the candidate there. That resume
+runs compiled (`_kernel_jit.resume`, numba): the checkpoints also as arrays, each cached
+lowering's steps in flat arrays, the same float operations in the same order.
 
 Over a large option space most candidates are ruled out before they are timed, by lower
 bounds that never exceed the exact time (tests check them against it): `slot` times the
