@@ -17,20 +17,41 @@ from numba import njit
 
 
 @njit(nogil=True, cache=True)
+def _chain(sid, dur, wait, free, lo, hi, t, end, ready):
+    """Steps lo..hi-1 of one bucket's chain, its previous step ending at `t`: each starts
+    once its stream is free (`free`, updated) and the step before it has ended, and one
+    that waits for backward (`wait`) not before `ready`. The chain's end and the
+    iteration's end so far (`end`, updated)."""
+    for s in range(lo, hi):
+        dep = t
+        if wait[s] and t < ready:
+            dep = ready
+        q = sid[s]
+        start = free[q]
+        if dep > start:
+            start = dep
+        t = start + dur[s]
+        free[q] = t
+        if t > end:
+            end = t
+    return t, end
+
+
+@njit(nogil=True, cache=True)
 def resume(
     bw, sid, dur, wait, off, length, cut, n_streams,
     free0, last, end, done, rest_low, rest_t, pending,
     changed, lo, hi, low, first, update,
 ):  # fmt: skip
     """One iteration's time from the state before a bucket: stream free times `free0`
-    (by stream id; a stream numbered after that state was taken is free at 0), the compute chain's end
-    `last`, the iteration's end so far `end`, the next tensor whose backward has not run
-    `done`, and the first `pending` deferred tails (`rest_low`: their lowering, `rest_t`:
-    their chain's end). The buckets from there: the rows of `changed` (first tensor, last
-    tensor, lowering or -1 for none), then the checkpointed plan's buckets `first`.. (`lo`,
-    `hi`, `low`). Each bucket: its tensors' backward not yet run, its steps up to its
-    first that waits for backward; then every deferred tail in bucket order; the update
-    (`update` seconds) after both."""
+    (by stream id; a stream numbered after that state was taken is free at 0), the
+    compute chain's end `last`, the iteration's end so far `end`, the next tensor whose
+    backward has not run `done`, and the first `pending` deferred tails (`rest_low`:
+    their lowering, `rest_t`: their chain's end). The buckets from there: the rows of
+    `changed` (first tensor, last tensor, lowering or -1 for none), then the
+    checkpointed plan's buckets `first`.. (`lo`, `hi`, `low`). Each bucket: its tensors'
+    backward not yet run, its steps up to its first that waits for backward; then every
+    deferred tail in bucket order; the update (`update` seconds) after both."""
     free = np.zeros(n_streams)
     free[: free0.shape[0]] = free0
     m = changed.shape[0]
@@ -61,16 +82,7 @@ def resume(
             continue
         o = off[w]
         stop = o + (cut[w] if cut[w] < length[w] else length[w])
-        t = last
-        for s in range(o, stop):
-            q = sid[s]
-            start = free[q]
-            if t > start:
-                start = t
-            t = start + dur[s]
-            free[q] = t
-            if t > end:
-                end = t
+        t, end = _chain(sid, dur, wait, free, o, stop, last, end, -np.inf)
         tails_low[n] = w
         tails_t[n] = t
         n += 1
@@ -78,20 +90,9 @@ def resume(
     tails = last
     for r in range(n):
         w = tails_low[r]
-        t = tails_t[r]
         o = off[w]
-        for s in range(o + cut[w], o + length[w]):
-            dep = t
-            if wait[s] and t < backward_end:
-                dep = backward_end
-            q = sid[s]
-            start = free[q]
-            if dep > start:
-                start = dep
-            t = start + dur[s]
-            free[q] = t
-            if t > end:
-                end = t
+        t, end = _chain(sid, dur, wait, free, o + cut[w], o + length[w], tails_t[r], end,
+                        backward_end)  # fmt: skip
         if t > tails:
             tails = t
     start = free[0]
