@@ -394,6 +394,24 @@ def test_the_kernel_equals_the_simulator_on_random_plans(case: Case):
     assert kernel.iteration_s(case.plan) == want  # from the cache
 
 
+def test_a_bucket_of_scattered_tensors_is_not_the_run_between_them():
+    """Where lowerings are cached per tensors (low-rank ratios are per tensor), the bucket
+    [0, 2] must not take the cached lowering of the run [0, 1, 2] (found by a review: it
+    did, keyed by first and last tensor alone)."""
+    from strategies import all_options
+
+    from gcbench.sim.kernel import Kernel
+
+    costs = costs_for(cell(cluster={"machines": 2, "gpus_per_machine": 2}))
+    costs = replace(costs, tensor_round_bytes=((400.0, 4000.0, 40.0),))  # per tensor
+    profile = toy([1000, 100_000, 1000], [1e-3] * 3)
+    option = all_options(costs.additive)[0]
+    kernel = Kernel(profile, costs)
+    kernel.iteration_s(Plan([[0, 1, 2]], [option]))
+    scattered = Plan([[1], [0, 2]], [None, option])
+    assert kernel.iteration_s(scattered) == simulate(profile, costs, scattered).iteration_s
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases(), data=st.data())
 def test_a_candidate_resumed_from_checkpoints_times_as_a_fresh_run(case: Case, data):

@@ -208,8 +208,9 @@ class Kernel:
                     n = sum(x.numel[i] for i in bucket)
                 size = float(n)  # what `_lower` computes from the bucket
             tensors = None
-        else:  # low-rank ratios are per tensor, 3LC's and threshold's per bucket
-            tensors = (lo, hi) if run else tuple(bucket)
+        else:  # low-rank ratios are per tensor, 3LC's and threshold's per bucket (a run
+            # marked as one: the bucket [0, 2] is not the run 0..2)
+            tensors = ("run", lo, hi) if run else tuple(bucket)
         uses = self._uses.get(option)
         if uses is None:  # what of the bucket index its lowering reads: the CPU core
             # b % cores if it has a CPU operation, each rooted phase's root b % n
@@ -674,9 +675,10 @@ class Kernel:
         if size is None and self._by_size:
             size = float(self._prefix[hi + 1] - self._prefix[lo])
         roots = tuple(b % x.n[level] for level in levels)
+        run = hi - lo + 1 == len(bucket)
         key = (
             id(space),
-            None if self._by_size else (lo, hi, len(bucket)),
+            None if self._by_size else ("run", lo, hi) if run else tuple(bucket),
             size,
             tuple(r == 0 for r in roots),
             b % cores,
