@@ -274,9 +274,9 @@ class _Ctx:
         it for a compressor that cannot split a payload), for a phase (False, level,
         collective, group size, stream, token, second step of a divisible pair, needs
         device memory (inside one machine), crosses machines by rings)."""
-        got = self._layouts.get(id(option))
-        if got is not None and got[0] is option:
-            return got[1]
+        known = self._layouts.get(id(option))
+        if known is not None and known[0] is option:
+            return known[1]
         c = self.c
         second = _checked(option, c.additive, c.compressor)
         out: list[tuple[Any, ...]] = []
@@ -298,8 +298,9 @@ class _Ctx:
                 second[si], level == "intra" or (level == "flat" and self.M == 1),
                 level == "inter",
             ))  # fmt: skip
-        self._layouts[id(option)] = (option, tuple(out))  # holds it: no other has its id
-        return self._layouts[id(option)][1]
+        got = tuple(out)
+        self._layouts[id(option)] = (option, got)  # holds it: no other has its id
+        return got
 
     def servers_comm(
         self, name: str, nbytes: float, rings: int, server_work_s: float = 0.0
@@ -437,8 +438,7 @@ def _lower(
     (`c`, in order) made as measured, one chunk's bytes (None: the size model's).
     `labels=False` leaves the steps' labels empty (the kernel never reads them)."""
     c = x.c
-    known = x._layouts.get(id(option))  # `x.layout(option)`, its memo read inline
-    layout = known[1] if known is not None and known[0] is option else x.layout(option)
+    layout = x.layout(option)
     if elements is None:
         elements = float(sum(x.numel[i] for i in bucket))
     payloads: list[Callable[[float], float]] = [c.payload_bytes]
@@ -474,8 +474,9 @@ def _lower(
     last_compress = ("compute", 0.0, True)
 
     if option.fp16:
+        label = f"{tag} cast fp16" if labels else ""
         defer_at = _gpu_step(steps, defer_at, started, "compute", "compress",
-                             c.cast_s(elements), f"{tag} cast fp16", True)  # fmt: skip
+                             c.cast_s(elements), label, True)  # fmt: skip
     for step in layout:
         if step[0]:  # an operation (`_Ctx.layout` says what each field is)
             _, compress, on_gpu, place, chunks = step
@@ -563,11 +564,13 @@ def _lower(
         steps.append((stream, "comm", dur, sent, label, False))  # a phase waits for none
         for r in range(1, rounds if comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
+            label = f"{tag} compress round {r}" if labels else ""
             defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
-                                 f"{tag} compress round {r}", cgpu)  # fmt: skip
+                                 label, cgpu)  # fmt: skip
             more = payloads[r](e)
             dur, sent = x.comm(level, name, more, rings if inter else G)
-            steps.append((stream, "comm", dur, sent, f"{tag} {token} round {r}", False))
+            label = f"{tag} {token} round {r}" if labels else ""
+            steps.append((stream, "comm", dur, sent, label, False))
         # what the rank holds afterwards
         if coll in ("reduce_scatter", "allreduce", "reduce") and not comp:
             summed *= n
@@ -608,8 +611,9 @@ def _lower(
     if loc == "host":
         steps.append(_copy_step(c, actor, "gpu", held if comp else bpe * e * slices, tag))
     if option.fp16:
+        label = f"{tag} cast fp32" if labels else ""
         defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
-                             c.cast_s(elements), f"{tag} cast fp32", True)  # fmt: skip
+                             c.cast_s(elements), label, True)  # fmt: skip
     return steps, (defer_at if defer_at >= 0 else len(steps))
 
 

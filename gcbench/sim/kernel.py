@@ -317,14 +317,10 @@ class Kernel:
             if opt is not None and uses[opt] != (1, 1):
                 reads.append(b)
         states = ck.states
-        free = np.zeros((len(states), len(self._sid)))
-        for row, st in zip(free, states, strict=True):
-            for stream, t in st.free.items():
-                row[self._sid[stream]] = t
         lid = self._lid
         return _Arrays(
             plan,
-            free,
+            np.array([self._ids(st.free) for st in states]),
             np.array([st.last for st in states]),
             np.array([st.end for st in states]),
             np.array([st.done for st in states], np.int64),
@@ -388,7 +384,7 @@ class Kernel:
                 return None
             rows.append((lo, hi, -1 if opt is None else self._shared(bucket, opt, b, None)[5]))
         changed = np.array(rows, np.int64).reshape(-1, 3)
-        low = arrays.low[0] if d == 0 else self._lows(arrays, d)
+        low = self._lows(arrays, d)
         self.evaluations += 1
         return float(
             (_RESUME if _RESUME is not None else warm())(
