@@ -173,6 +173,7 @@ def run(
                 grid=None if filters else found.cells,  # expanded once, not twice
                 wait=wait,
                 on_wait=lambda line: typer.echo(line, err=True),
+                on_cluster=lambda line: typer.echo(line, err=True),
             )
         except KeyboardInterrupt:
             if _state["debug"]:

@@ -137,7 +137,10 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
 
         if ray.is_initialized():
             return False
+        # address="local": always a new instance, even where another Ray cluster runs on
+        # this host (ray.init() alone would join it, or refuse num_cpus for it)
         ray.init(
+            address="local",
             num_cpus=num_cpus,
             include_dashboard=False,
             dashboard_host=LOOPBACK,
@@ -176,3 +179,17 @@ def cluster_info() -> dict[str, Any]:
         },
         "nodes": [n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")],
     }
+
+
+def describe(info: dict[str, Any], started_here: bool) -> str:
+    """One line naming the Ray cluster a run uses: the local instance this process
+    started, or the cluster it joined, with its nodes and CPUs (`cluster_info`)."""
+    import ray
+
+    cpus = info["resources"].get("CPU", 0)
+    nodes = len(info["nodes"])
+    size = f"{nodes} node{'s' * (nodes != 1)}, {cpus:g} CPUs"
+    if started_here:
+        return f"ray: a new local instance on {LOOPBACK} ({size})"
+    gcs = ray.get_runtime_context().gcs_address
+    return f"ray: the cluster at {gcs} ({size})"

@@ -170,6 +170,7 @@ def run_suite(
     wait: bool = False,
     on_wait: Callable[[str], None] | None = None,
     grid: list[Cell] | None = None,
+    on_cluster: Callable[[str], None] | None = None,
 ) -> RunSummary:
     """Run every cell of `suite` (or those `only` keeps) not finished yet; returns counts
     and the run folder.
@@ -183,7 +184,9 @@ def run_suite(
     starts no Ray; otherwise the results folder is checked to be writable before Ray
     starts.
 
-    Starts a local Ray instance unless one is running or an address is given. At most
+    Starts a local Ray instance on loopback unless this process is connected already or
+    an address is given (never joining another cluster on the host); `on_cluster` gets
+    one line saying which cluster the run uses. At most
     `concurrency` cells (default: twice the cluster's CPUs) are handed to Ray at once.
     A cell that raises becomes rows with `status=failed`; the run goes on. Ctrl-C
     cancels the cells in flight and re-raises KeyboardInterrupt once the manifest says
@@ -213,6 +216,7 @@ def run_suite(
             progress=progress,
             cell_fn=cell_fn,
             suite_file=suite_file,
+            on_cluster=on_cluster,
         )
     except BaseException:
         for folder in reversed(made):  # a run that did not start leaves nothing
@@ -237,8 +241,9 @@ def _run_locked(
     progress: Callable[[Progress], None] | None,
     cell_fn: CellFn,
     suite_file: str | None,
+    on_cluster: Callable[[str], None] | None = None,
 ) -> RunSummary:
-    from gcbench.runner.local import cluster_info, connect
+    from gcbench.runner.local import cluster_info, connect, describe
 
     store, resumed = RunStore.open(results, suite.name, fresh=fresh)
     manifest = store.read_manifest() or {"started_at": _now(), "sessions": 0}
@@ -296,6 +301,8 @@ def _run_locked(
                 ray.shutdown()
             raise
     info = cluster_info()
+    if on_cluster:
+        on_cluster(describe(info, started_here))
     manifest.update(
         described,
         gcbench_version=gcbench.__version__,
