@@ -1,0 +1,91 @@
+"""`gcbench run` without an address starts its own loopback Ray instance even where
+another Ray cluster runs on the host (one started by `ray start`, which every bare
+`ray.init()` on the host would join)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import write
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+# where `ray start` writes the address that a bare ray.init() joins
+BOOTSTRAP = Path("/tmp/ray/ray_current_cluster")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def other_cluster():
+    """A Ray cluster of 3 CPUs started with `ray start --head` on loopback, in a process
+    group of its own, stopped by signalling that group (its processes only)."""
+    port = _free_port()
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
+           "--node-ip-address=127.0.0.1", "--num-cpus=3", "--include-dashboard=false",
+           "--ray-client-server-port", str(_free_port()), "--disable-usage-stats",
+           "--block"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not (BOOTSTRAP.exists() and BOOTSTRAP.read_text().strip() == address):
+            assert proc.poll() is None, "ray start exited"
+            assert time.monotonic() < deadline, "ray start did not come up in 120 s"
+            time.sleep(0.5)
+        yield address
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(20)
+                break
+        with contextlib.suppress(FileNotFoundError):
+            if BOOTSTRAP.read_text().strip() == address:  # ours: no later ray.init joins it
+                BOOTSTRAP.unlink()
+
+
+SUITE = """\
+name: loopback
+grid:
+  model: [tiny-mlp]
+  strategy: [fp32]
+  network: [{inter_gbps: 10}]
+  cluster: [{machines: 2, gpus_per_machine: 2}]
+"""
+
+
+def test_run_starts_its_own_instance_beside_another_cluster(tmp_path, other_cluster):
+    suite = write(tmp_path, "suite.yaml", SUITE)
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    env.pop("RAY_ADDRESS", None)
+    r = subprocess.run(
+        [sys.executable, "-c", "from gcbench.cli import main; main()", "run", str(suite),
+         "--results", str(tmp_path / "results"), "--no-report", "--num-cpus", "1"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "ray: a new local instance on 127.0.0.1 (1 node, 1 CPUs)" in r.stderr
+    (manifest,) = (tmp_path / "results" / "loopback").glob("*/manifest.json")
+    cluster = json.loads(manifest.read_text())["cluster"]
+    assert cluster["resources"]["CPU"] == 1.0  # not the other cluster's 3
+    assert cluster["nodes"] == ["127.0.0.1"]
