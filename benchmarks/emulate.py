@@ -44,12 +44,12 @@ def main() -> None:
 
     from pydantic import ValidationError
 
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.cluster.emulate import emulate_cell, fed_simulation
     from gcbench.compress import names
     from gcbench.config import Cell
     from gcbench.errors import ConfigError, first_error
     from gcbench.runner.local import connect
-    from gcbench.sim import simulate_cell
 
     t0 = time.perf_counter()
     connect()
@@ -61,9 +61,9 @@ def main() -> None:
           f"{'bytes/model':>11s} {'agg error':>9s} {'after EF':>9s}")  # fmt: skip
     kinds = [k for k in names() if not args.only or k in args.only.split(",")]
     for kind in kinds:
-        from gcbench.config.strategies import STRATEGIES
+        from gcbench import strategies
 
-        own = kind in STRATEGIES and STRATEGIES[kind].compressor == "own"
+        own = strategies.find(kind) is not None and strategies.get(kind).compressor == "own"
         if kind == "threshold":  # no default threshold: a typical |g| of these gradients
             kind = "threshold:threshold=0.001"
         plain, compressed = ("ps", "byteps-compress") if args.servers else ("fp32", "allgather")

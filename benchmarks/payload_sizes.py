@@ -54,13 +54,13 @@ def main() -> None:
 
     import torch
 
+    from gcbench.backends.simulate import costs_for
     from gcbench.cluster.backward import Backward, fitted_scales
     from gcbench.cluster.emulate import plan_of
     from gcbench.cluster.gradients import bucket_gradient
     from gcbench.compress import create
     from gcbench.compress.memory import ResidualMemory
     from gcbench.config import Cell
-    from gcbench.sim.costs import costs_for
 
     cell = Cell.model_validate(
         {

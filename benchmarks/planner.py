@@ -48,12 +48,11 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+from gcbench import strategies
+from gcbench.backends.simulate import cell_profile, costs_for, simulate_cell
 from gcbench.config import Cell, expand, load_suite
-from gcbench.config.strategies import STRATEGIES
 from gcbench.plan.brute import BRUTE_SPACE, brute_force
 from gcbench.plan.greedy import greedy
-from gcbench.sim import simulate_cell
-from gcbench.sim.costs import cell_profile, costs_for
 from gcbench.zoo.profile import TensorProfile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +71,7 @@ def suites() -> None:
             if cl.machines == 1 or (cl.cpu_servers and c.strategy != "byteps-compress"):
                 continue
             s = simulate_cell(c).metrics["iteration_s"]
-            if STRATEGIES[c.strategy].compressor in ("none", "own"):
+            if strategies.get(c.strategy).compressor in ("none", "own"):
                 alone[(c.model.name, cl.machines)][c.strategy] = s
                 continue
             key = (c.model.name, c.compressor.label(), cl.machines)
@@ -288,8 +287,8 @@ def speed(
     `profiles` (the authors' V100 profile collection), gcbench plans on those profiles
     instead of the zoo's."""
     from gcbench.plan.offload import algorithm2
-    from gcbench.plan.strategies import BUCKETS, OFFLOAD_ORDER
     from gcbench.sim.kernel import warm
+    from gcbench.strategies.planners import BUCKETS, OFFLOAD_ORDER
 
     theirs = _espresso_timer(espresso)
     t0 = time.perf_counter()

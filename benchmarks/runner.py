@@ -62,8 +62,8 @@ def main() -> None:
                 f"{b * 1e3:5.0f} ms   ratio {v / b:4.1f}x"
             )
 
+        from gcbench.backends.simulate import simulate_cell
         from gcbench.config import expand, load_suite
-        from gcbench.sim import simulate_cell
 
         suite = load_suite(ROOT / "suites/smoke.yaml")
         cells = expand(suite)

@@ -25,8 +25,8 @@ from dataclasses import replace
 
 from _timing import median_s
 
+from gcbench.backends.simulate import cell_profile, costs_for
 from gcbench.config import Cell
-from gcbench.sim.costs import cell_profile, costs_for
 from gcbench.sim.iteration import Plan, fuse, simulate
 from gcbench.sim.options import PRESETS, enumerate_options
 from gcbench.zoo.profile import ModelProfile, TensorProfile

@@ -20,10 +20,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from gcbench import strategies
+from gcbench.backends.simulate import cell_profile, costs_for, simulate_cell
 from gcbench.config import Cell
-from gcbench.config.strategies import STRATEGIES
-from gcbench.sim import simulate_cell
-from gcbench.sim.costs import cell_profile, costs_for
 from gcbench.sim.iteration import Plan, fuse, simulate
 from gcbench.sim.options import PRESETS
 
@@ -106,7 +105,7 @@ def every_strategy() -> None:
     print("\nEvery strategy, 4 x 8 V100 NVLink, 25 Gbps (CPU servers: 4 where used)")
     print(f"  {'strategy':16s} {'compressor':12s} {'resnet50 ms':>11s} {'bert-base ms':>12s} "
           f"{'sim ms':>7s}")  # fmt: skip
-    for name, info in STRATEGIES.items():
+    for name, info in strategies.registry().items():
         if name == "brute-force":  # models of at most 10 tensors: benchmarks/planner.py
             continue
         compressor = {"none": "none", "own": info.own, "additive": "randomk-1pct",

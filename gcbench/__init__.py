@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 # gcbench, which inherit it); a value the user set wins.
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from gcbench.results.store import load_results

@@ -320,7 +320,7 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
         fixed["intra"] = p.intra
     if p.inter_gbps is not None:
         fixed["inter_gbps"] = p.inter_gbps
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     def cell(values: dict[str, float]) -> float:
         try:

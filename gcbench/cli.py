@@ -353,9 +353,9 @@ def _check_brute_force(path: Path, cells: list[Any]) -> None:
     brute = {(c.model, c.constraints): c for c in cells if c.strategy == "brute-force"}
     if not brute:
         return
+    from gcbench.backends.simulate import cell_profile
     from gcbench.plan.brute import check_size
     from gcbench.plan.space import brute_space
-    from gcbench.sim.costs import cell_profile
 
     at = where(path, ("grid", "strategy")).split(": ")[0]
     problems = []
@@ -937,8 +937,8 @@ CLUSTER_FLAGS = {
     "summation_gbs": "--summation-gbs",
 }
 MODEL_FLAGS = {"name": "--model", "batch_size": "--batch", "seq_len": "--seq-len"}
-# Every strategy of config.strategies.STRATEGIES and its aliases (a test checks; spelt out
-# so that the CLI starts without importing the config package).
+# Every built-in strategy and its aliases (`gcbench.strategies`; a test checks; spelt out
+# so that the CLI starts without importing the registry).
 STRATEGY_HELP = (
     "fp32 (default), fp32-2level, fp16, allgather, allgather-2level (alias hitopkcomm), "
     "allreduce, ps, byteps, byteps-compress, hipress, powersgd, acpsgd, covap; the "
@@ -1092,8 +1092,8 @@ def simulate(
         if strategy is None:
             strategy = ("byteps-compress" if cpu_servers else "allgather") if replaced else "fp32"
         cell = _flags_cell({**locals(), "strategy": strategy})
+        from gcbench.backends.simulate import simulate_cell
         from gcbench.sim.chrome import chrome_trace, shown_note, symmetric_spans
-        from gcbench.sim.costs import simulate_cell
 
         chosen = None
         if option is not None:
@@ -1102,9 +1102,9 @@ def simulate(
             chosen = Option.parse(option)
         planned = None
         if plan_file is not None:
+            from gcbench.backends.simulate import cell_profile
             from gcbench.compress.specs import ADDITIVE
             from gcbench.plan.io import read_plan_file
-            from gcbench.sim.costs import cell_profile
 
             planned = read_plan_file(
                 plan_file,
@@ -1118,9 +1118,9 @@ def simulate(
         if trace is not None:
             _writable(trace, "--trace")
         if cell.mode == "emulate":
+            from gcbench.backends.simulate import SimResult
             from gcbench.cluster.emulate import check_cell, emulated
             from gcbench.runner.local import connect
-            from gcbench.sim.costs import SimResult
 
             check_cell(cell)  # before Ray starts
             started = connect()
@@ -1199,9 +1199,9 @@ def _flags_cell(given: dict[str, Any]) -> Any:
     flag of each mistake."""
     from pydantic import ValidationError
 
+    from gcbench import strategies
     from gcbench.compress.specs import NoneSpec
     from gcbench.config.models import Cell
-    from gcbench.config.strategies import STRATEGIES, canonical, pair_compressor
 
     def pick(flags: dict[str, str]) -> dict[str, Any]:
         return {
@@ -1215,8 +1215,9 @@ def _flags_cell(given: dict[str, Any]) -> Any:
     if given["batch"] is not None:
         spec["batch_size"] = given["batch"]
     chosen_compressor: Any = compressor
-    if compressor is None and canonical(strategy) in STRATEGIES:
-        chosen_compressor = pair_compressor(canonical(strategy), NoneSpec(kind="none"))[0]
+    found = strategies.find(strategy) if strategy else None
+    if compressor is None and found is not None:
+        chosen_compressor = strategies.pair_compressor(found.name, NoneSpec(kind="none"))[0]
     try:
         return Cell.model_validate(
             {
@@ -1274,20 +1275,21 @@ def plan(**given: Any) -> None:
     tensor's option and the buckets), as `gcbench run` stores it in
     results/<suite>/<run-id>/plans/<cell-id>.json.gz."""
     with _errors():
-        from gcbench.config.strategies import PLANNERS
+        from gcbench import strategies
 
         given["strategy"] = given["strategy"] or "bytecomp"
-        if given["strategy"] not in PLANNERS:
+        found = strategies.find(given["strategy"])
+        if found is None or not found.planner:
             raise ConfigError(
                 [
                     f"--strategy: {given['strategy']!r} is not a planner; plan takes "
-                    f"{', '.join(sorted(PLANNERS))}"
+                    f"{', '.join(sorted(strategies.planner_names()))}"
                 ]
             )
         cell = _flags_cell(given)
         if given["compressor"] is not None:
             _compressor_used(given["compressor"], cell, None)
-        from gcbench.sim.costs import simulate_cell
+        from gcbench.backends.simulate import simulate_cell
 
         result = simulate_cell(cell)
     record = result.plan
@@ -1384,8 +1386,8 @@ def _compressor_used(given: str, cell: Any, option: Any) -> None:
     would print its name over numbers it had no part in."""
     from pydantic import TypeAdapter
 
+    from gcbench import strategies
     from gcbench.compress.specs import CompressorSpec
-    from gcbench.config.strategies import STRATEGIES
 
     spec = TypeAdapter(CompressorSpec).validate_python(given)  # valid: the cell took it
     if option is not None:
@@ -1396,7 +1398,7 @@ def _compressor_used(given: str, cell: Any, option: Any) -> None:
         return
     if spec == cell.compressor:
         return
-    info = STRATEGIES[cell.strategy]
+    info = strategies.get(cell.strategy)
     if info.compressor == "none":
         why = f"{cell.strategy} uses no compressor"
     else:
@@ -1592,6 +1594,35 @@ def compressors(
     typer.echo("presets:")
     for name, spec in presets.items():
         typer.echo(f"  {name:<14} {spec}")
+
+
+@app.command("strategies")
+def strategies_(
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """List the strategies (suites: `strategy:`; simulate: --strategy): what each does,
+    the compressors and CPU servers it takes, its aliases and its source (the paper and
+    section). Your own strategies come from the `gcbench.strategies` entry points
+    (docs/architecture.md, "Your own strategy")."""
+    from gcbench import strategies
+
+    with _errors():
+        rows = [s.info() for s in strategies.registry().values()]
+        plugins = strategies.plugins()
+    if json_out:
+        typer.echo(_dumps(rows, indent=1))
+        return
+    takes = {"none": "no compressor", "own": "its own compressor", "any": "any compressor",
+             "additive": "additive compressors"}  # fmt: skip
+    for r in rows:
+        extras = [takes[r["compressor"]] + (f" ({r['own']})" if r["own"] else "")]
+        extras += [] if r["servers"] == "none" else [f"CPU servers {r['servers']}"]
+        extras += ["planner"] if r["planner"] else []
+        extras += [f"alias {a}" for a in r["aliases"]]
+        typer.echo(f"{r['name']}: {r['description']}")
+        typer.echo(f"  [{'; '.join(extras)}] {r['source']}")
+    if plugins:
+        typer.echo("\nfrom entry points: " + ", ".join(plugins))
 
 
 @app.command()

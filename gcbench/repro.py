@@ -85,7 +85,7 @@ def _cell(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) ->
 
 def predict(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) -> float:
     """The figure's value as gcbench simulates it on its testbed with `values`."""
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.sim.options import Option
 
     c = _cell(fig, bed, values)

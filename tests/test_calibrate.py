@@ -12,10 +12,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from gcbench.backends.simulate import simulate_cell
 from gcbench.cli import app
 from gcbench.comm.collectives import Link, collective_s
 from gcbench.config import Cell
-from gcbench.sim import simulate_cell
 
 DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "all_reduce_perf_2x8.txt"

@@ -138,7 +138,7 @@ def test_a_plan_that_cannot_be_made_is_the_cells_settings_exit_2():
 def test_a_misspelt_strategy_or_compressor_gets_a_suggestion(tmp_path):
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--inter-gbps", "25",
                                  "--strategy", "fp61"])  # fmt: skip
-    assert r.exit_code == 2 and "got 'fp61'; did you mean 'fp16'?" in r.stderr
+    assert r.exit_code == 2 and "unknown strategy 'fp61'; did you mean 'fp16'?" in r.stderr
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--inter-gbps", "25",
                                  "--strategy", "allgather",
                                  "--compressor", "topk-1pc"])  # fmt: skip

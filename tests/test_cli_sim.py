@@ -146,7 +146,7 @@ def test_dumps_writes_non_finite_numbers_as_strings():
 def test_simulate_json_is_strict(monkeypatch, tmp_path):
     """81933ad: `--json` printed `Infinity` for a non-finite number (here a metric), which
     no strict JSON parser reads."""
-    import gcbench.sim.costs as costs
+    import gcbench.backends.simulate as costs
 
     real = costs.simulate_cell
 
@@ -378,13 +378,13 @@ def test_sizes_in_range(tmp_path):
 def test_simulation_cost_does_not_grow_with_identical_machines():
     """The simulator times worker 0 alone: the same spans, and about the same memory, for
     2 machines and 100,000 (checked for every strategy)."""
+    from gcbench import strategies
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.config.models import Cell
-    from gcbench.config.strategies import STRATEGIES
-    from gcbench.sim.costs import simulate_cell
 
     compressor = {"none": "none", "own": "none", "additive": "fp16", "any": "topk-1pct"}
     planners = {"bytecomp", "bytecomp-greedy", "brute-force", "upper-bound"}
-    for name, info in STRATEGIES.items():
+    for name, info in strategies.registry().items():
         servers = 1 if info.servers == "required" else 0
         # a planner's plan follows the cluster size (so may its spans); brute force
         # takes models of at most 10 tensors
@@ -457,22 +457,22 @@ def test_simulate_trace_of_100000_machines(tmp_path):
 def test_simulate_help_lists_every_strategy():
     """81933ad: `simulate --help` listed fp32, fp16, allgather and allgather-2level, not
     fp32-2level."""
+    from gcbench import strategies
     from gcbench.cli import STRATEGY_HELP
-    from gcbench.config.strategies import ALIASES, STRATEGIES
 
     text = invoke("simulate", "--help").stdout
     block = text[text.index("--strategy") : text.index("--option")]
     block = re.sub(r"-\s+", "-", " ".join(block.split()))  # undo wrapping at hyphens
     listed = set(re.findall(r"[a-z][a-z0-9-]*[a-z0-9]", block.removeprefix("--strategy")))
     listed -= {"str", "default", "alias", "the", "planner"}
-    assert listed == set(STRATEGIES) | set(ALIASES)
+    assert listed == set(strategies.names()) | set(strategies.aliases())
     named = set(re.findall(r"[a-z][a-z0-9-]*[a-z0-9]", STRATEGY_HELP)) - {
         "default",
         "alias",
         "the",
         "planner",
     }
-    assert named == set(STRATEGIES) | set(ALIASES)
+    assert named == set(strategies.names()) | set(strategies.aliases())
 
 
 # --- output paths: one line before any work ---------------------------------------------

@@ -93,7 +93,7 @@ def test_the_virtual_clock_is_the_simulators_for_data_independent_payloads(
     """Issue #14: same cell and plan, the emulated iteration on the virtual clock (each
     worker's timeline with the payloads it sent, collectives agreed across peers) equals
     the simulator's to 1e-9 when payload sizes do not depend on the data."""
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     c = cell(strategy, compressor)
     e = emulate_cell(c, steps=1)
@@ -112,8 +112,8 @@ def test_data_dependent_payloads_time_as_the_simulator_fed_with_their_sizes(
     the compressor's declared bound; and the
     expected-size model the simulator plans with (`compress.law`, derived, not fitted)
     within 10% of the sizes the workers sent, so the unfed simulator within 5% too."""
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.cluster.emulate import fed_simulation
-    from gcbench.sim import simulate_cell
 
     c = cell("allgather", compressor)
     e = emulate_cell(c, steps=1)
@@ -140,8 +140,8 @@ def test_real_gradients_are_planned_on_held_out_passes(ray_local):
     on a backward pass no worker runs; its wire bytes within 10% of what the workers sent,
     where the law's own scales plan over 10% more. The passes run once, in the cell's
     task: the workers are handed the counts and run no held-out pass."""
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.cluster import backward
-    from gcbench.sim import simulate_cell
 
     base = cell("allgather", "threshold:threshold=0.001").model_dump()
     c = Cell.model_validate({**base, "mode": "emulate", "compute_time": "measured"})
@@ -164,7 +164,7 @@ def test_a_threshold_payload_compressed_after_a_sum_is_planned_as_one(ray_local)
     the simulator plans it as the sum of 2 (`compress.law.sum_tail`), within 5% of the
     payloads the workers pushed (as one worker's, a third fewer), and its wire bytes and
     iteration within 5% of the workers' clocks."""
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     c = cell("byteps-compress", "threshold:threshold=0.01", servers=1)
     e = emulate_cell(c, steps=1)
@@ -189,8 +189,8 @@ def test_low_rank_strategies_factor_each_tensor_and_time_as_the_simulator(ray_lo
     clock equals the simulator's (ACP-SGD: the mean over its period of two steps) to
     1e-9, and the aggregate equals the per-tensor algorithm run here on the same
     gradients (plain compressors, payloads summed by `reduce`)."""
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.compress.lowrank import ACPSGD, PowerSGD
-    from gcbench.sim import simulate_cell
 
     # a bucket per tensor: vectors alone, matrices alone (the wall clock's order checked)
     c = Cell.model_validate({**cell(strategy, strategy).model_dump(), "fusion": "tensor"})
@@ -245,10 +245,10 @@ def test_covap_sends_the_selected_shards_with_error_feedback(ray_local):
     virtual clock is the simulator's mean over the period of 4 steps to 1e-9; the error
     of the aggregates summed over the 4 steps is the one COVAP's algorithm gives when
     run here on the same gradients (per worker a `covap` compressor and its residual)."""
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.cluster.execute import shard_slices
     from gcbench.compress import create_memory
     from gcbench.compress.covap import selected
-    from gcbench.sim import simulate_cell
 
     c = Cell.model_validate({**cell("covap", "covap").model_dump(), "fusion": "tensor"})
     e = emulate_cell(c, steps=1, keep=True)  # at least the period's 4 steps run
@@ -294,9 +294,9 @@ def test_shards_and_partitions_tile_their_bucket():
     """HiPress's partitions of resnet50's large tensors and COVAP's shards: each run of
     plan buckets over the same tensors takes consecutive slices of their gradient that
     cover it exactly, each within one value of the plan's `elements`."""
+    from gcbench.backends.simulate import cell_profile
     from gcbench.cluster.execute import shard_slices
-    from gcbench.sim.costs import cell_profile
-    from gcbench.sim.strategies import hipress_partitions
+    from gcbench.strategies.baselines import hipress_partitions
 
     resnet = Cell.model_validate({**cell("hipress").model_dump(), "model": "resnet50"})
     profile = cell_profile(resnet)
@@ -346,9 +346,9 @@ def test_an_emulate_suite_runs_through_the_runner(ray_local, tmp_path):
     clock's metrics (fp32's equal to the simulator's), the aggregation errors and the
     emulation settings; cells run one at a time (each uses every core)."""
     from gcbench import load_results
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.config import expand, load_suite
     from gcbench.runner import run_suite
-    from gcbench.sim import simulate_cell
 
     from conftest import write
 
@@ -383,8 +383,8 @@ def test_an_emulate_suite_runs_through_the_runner(ray_local, tmp_path):
 def test_an_emulated_planner_cell_stores_the_plan_it_executed(ray_local):
     """A planner's emulated cell returns the plan the workers executed, as a simulated
     planner cell stores it (the report's plan map)."""
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.runner.cell import execute_cell
-    from gcbench.sim import simulate_cell
 
     c = cell("bytecomp", "dgc")
     rows, spans, plan = execute_cell(c.model_copy(update={"mode": "emulate"}), 1)
@@ -672,7 +672,7 @@ def test_summation_servers_sum_exactly_and_time_as_the_simulator(ray_local, stra
     an allreduce) through one summation-server actor: the aggregate is the exact sum
     within fp32 rounding, each phase moves its dense slice, and the virtual clock is
     the simulator's to 1e-9."""
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     c = cell(strategy, servers=1)
     e = emulate_cell(c, steps=2)
@@ -695,7 +695,7 @@ def test_compressing_servers_decompress_sum_and_recompress(ray_local):
     worker of a step), the server decompresses both machines' payloads, sums and
     recompresses (the same positions), so the aggregate holds the exact sum of all four
     workers on those positions and zero elsewhere; the virtual clock is the simulator's."""
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     c = cell("byteps-compress", "randomk", servers=2)
     e = emulate_cell(c, steps=1, keep=True)
@@ -823,7 +823,7 @@ def test_rooted_sections_reduce_on_the_root_and_broadcast(ray_local):
     """HiPress's uncompressed partitions (`flat:red flat:bc`, root = bucket mod n): the
     aggregate is the exact sum within fp32 rounding on every worker, and the virtual
     clock is the simulator's to 1e-9."""
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     c = cell("hipress", "dgc")
     _, plan, _ = plan_of(c)
@@ -840,7 +840,7 @@ def test_compressed_gathers_and_broadcasts_through_nested_roots(ray_local):
     root, broadcast back across and inside the machines, and every worker sums the
     decompressed payloads: the exact sum of all four workers on those positions, zero
     elsewhere; the virtual clock is the simulator's to 1e-9."""
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     data = cell("bytecomp", "randomk").model_dump()
     data["constraints"] = {"collectives": ["reduce", "gather", "broadcast"], "gpu_only": True}

@@ -10,11 +10,11 @@ import math
 import pytest
 from typer.testing import CliRunner
 
+from gcbench.backends.simulate import simulate_cell
 from gcbench.cli import app
 from gcbench.compress.costs import CostModel, CostTable, Segment
 from gcbench.config import Cell, expand, load_suite
 from gcbench.errors import ConfigError
-from gcbench.sim import simulate_cell
 
 from conftest import write
 

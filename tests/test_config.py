@@ -291,8 +291,8 @@ def test_the_limits_themselves_are_valid_and_run(tmp_path):
 
     import pyarrow as pa
 
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.config import expand
-    from gcbench.sim import simulate_cell
 
     text = NUMBERS.format(
         **{
@@ -320,6 +320,7 @@ def _valid_cells(small: bool):
     (`small`: tiny models on at most 4 × 4 GPUs, for simulating)."""
     from hypothesis import strategies as st
 
+    from gcbench import strategies
     from gcbench.compress.specs import ADDITIVE
     from gcbench.config import Cell
     from gcbench.config.models import (
@@ -332,7 +333,6 @@ def _valid_cells(small: bool):
         MIN_EFFICIENCY,
         MIN_RATE,
     )
-    from gcbench.config.strategies import STRATEGIES
     from gcbench.zoo.catalog import MODELS
     from gcbench.zoo.devices import DEVICES
     from gcbench.zoo.profile_io import MAX_BATCH, MAX_SEQ_LEN
@@ -361,8 +361,8 @@ def _valid_cells(small: bool):
 
     @st.composite
     def cells(draw):
-        strategy = draw(st.sampled_from(sorted(STRATEGIES)))
-        info = STRATEGIES[strategy]
+        strategy = draw(st.sampled_from(sorted(strategies.names())))
+        info = strategies.get(strategy)
         kinds = sorted(KINDS)
         if info.compressor == "own":
             kinds = [str(info.own)]
@@ -447,7 +447,7 @@ def test_every_valid_cell_survives_the_trip_to_a_worker(cell):
 def test_a_valid_cell_simulates_alike_after_the_trip(cell):
     import math
 
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     here, there = simulate_cell(cell).metrics, simulate_cell(_worker_copy(cell)).metrics
     here.pop("planner_s"), there.pop("planner_s")  # wall-clock time of a planner

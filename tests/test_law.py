@@ -73,9 +73,8 @@ def test_threshold_expected_size_matches_what_threshold_sends_on_a_bucket(level)
 def test_the_simulator_plans_with_the_expected_sizes():
     """A 3LC allgather cell's wire bytes in the simulator follow its buckets' expected
     sizes, not the (14-fold larger) upper bound."""
+    from gcbench.backends.simulate import cell_profile, plan_for, simulate_cell
     from gcbench.config import Cell
-    from gcbench.sim import simulate_cell
-    from gcbench.sim.costs import cell_profile, plan_for
 
     cell = Cell.model_validate(
         {
@@ -127,8 +126,8 @@ def test_threshold_on_real_gradients_is_predicted_from_scales_fitted_out_of_samp
     size at each tensor's scale fitted on another input's backward pass (rank -1): within
     10% bucket by bucket. At the law's own scales the same buckets are off by more than
     10% (the check can fail: it is the scale that the fit supplies)."""
+    from gcbench.backends.simulate import cell_profile, plan_for
     from gcbench.cluster.backward import Backward, fitted_scales
-    from gcbench.sim.costs import cell_profile, plan_for
 
     cell = _tiny_mlp_cell()
     profile = cell_profile(cell)
@@ -156,8 +155,8 @@ def test_threshold_on_real_gradients_is_counted_on_held_out_passes(tau):
     law at fitted scales misses at τ = 1e-2 (53% short: tiny-mlp's real tails are not
     t₃'s, which a scale does not change), so the check can fail. The sum of two passes
     is counted on exactly the two passes' sum."""
+    from gcbench.backends.simulate import cell_profile
     from gcbench.cluster.backward import Backward, fitted_scales, held_out_bytes
-    from gcbench.sim.costs import cell_profile
 
     cell = _tiny_mlp_cell()
     profile = cell_profile(cell)
@@ -189,8 +188,8 @@ def test_a_measured_cell_plans_on_held_out_passes_and_a_profile_cell_with_the_la
     """`Costs.bucket_bytes` of an emulated `compute_time: measured` cell: threshold's
     counted on held-out passes, 3LC's from the peaks and shares observed on them; of the
     same cells on the profile, the law's."""
+    from gcbench.backends.simulate import cell_profile, costs_for
     from gcbench.cluster.backward import held_out_bytes, held_out_peaks
-    from gcbench.sim.costs import cell_profile, costs_for
 
     for kind in ("threshold", "threelc"):
         params = {"threshold": 1e-3} if kind == "threshold" else {}
@@ -221,8 +220,8 @@ def test_threelc_on_real_gradients_is_observed_on_held_out_passes():
     bytes 3LC sends for a tensor alone (checked on the sum of passes -1 and -2, each
     tensor at its own peak); a bucket's size from the table within 10% of what 3LC sends
     for tiny-mlp's rank 0 and for ranks 0 + 1 summed."""
+    from gcbench.backends.simulate import cell_profile, plan_for
     from gcbench.cluster.backward import Backward, held_out_peaks
-    from gcbench.sim.costs import cell_profile, plan_for
 
     cell = _tiny_mlp_cell(compressor={"kind": "threelc", "sparsity": 1.5})
     profile = cell_profile(cell)
@@ -298,8 +297,8 @@ def test_a_real_backward_depends_on_the_seed_rank_and_step_alone():
     """A worker's real gradients (`cluster.backward`) are a function of (seed, rank,
     step): tiny-transformer's dropout draws from the worker's seed, not from whatever the
     process drew before (the held-out passes and a retried cell rely on it)."""
+    from gcbench.backends.simulate import cell_profile
     from gcbench.cluster.backward import Backward
-    from gcbench.sim.costs import cell_profile
 
     cell = _tiny_mlp_cell(model={"name": "tiny-transformer", "batch_size": 2})
     profile = cell_profile(cell)

@@ -8,12 +8,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from gcbench.backends.simulate import simulate_cell
 from gcbench.cli import app
 from gcbench.config import Cell, expand, load_suite
 from gcbench.config.models import Network
 from gcbench.config.network_profile import preset_names, read_network_profile
 from gcbench.errors import ConfigError
-from gcbench.sim import simulate_cell
 
 from conftest import write
 

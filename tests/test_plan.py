@@ -10,16 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import Case, cases
 
+from gcbench.backends.simulate import cell_profile, costs_for, simulate_cell
 from gcbench.config import Cell
 from gcbench.errors import ConfigError, PlanError
 from gcbench.plan.brute import BRUTE_SPACE, brute_force
 from gcbench.plan.greedy import DEFAULT_SPACE, NONE, before_bubbles, fused_plan, greedy, order
 from gcbench.plan.space import NAMED as UNIFORM
-from gcbench.plan.strategies import free_compression
-from gcbench.sim import simulate_cell
-from gcbench.sim.costs import cell_profile, costs_for
 from gcbench.sim.iteration import Plan, fuse, simulate
 from gcbench.sim.options import PRESETS
+from gcbench.strategies.planners import free_compression
 from gcbench.zoo.profile import ModelProfile, TensorProfile
 
 

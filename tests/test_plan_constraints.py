@@ -12,13 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from gcbench.backends.simulate import cell_profile, simulate_cell
 from gcbench.cli import app
 from gcbench.config import Cell, expand_suite, load_suite
 from gcbench.config.models import CollectiveName, Constraints
 from gcbench.errors import ConfigError, PlanError
 from gcbench.plan.space import NAMED, brute_space, planner_space
-from gcbench.sim import simulate_cell
-from gcbench.sim.costs import cell_profile
 from gcbench.sim.options import COLLECTIVES, Option, enumerate_paths
 
 
@@ -162,7 +161,7 @@ def test_a_non_additive_payload_never_goes_through_allreduce_or_reduce_scatter(
     into an allreduce or a reduce-scatter only with an additive compressor (ByteComp
     §4.2.1, Dimension 3: compressed payloads do not sum). It could fail: the additive
     space holds such options, and the planner picks them (checked below)."""
-    from gcbench.config.strategies import ADDITIVE
+    from gcbench.compress.specs import ADDITIVE
 
     c = cell(
         model=model,

@@ -310,8 +310,8 @@ def test_an_unwritable_out_folder_is_one_line(tmp_path):
 def test_every_strategy_is_drawn_once_per_cell():
     """The strategies suite (every strategy x every compressor, with and without CPU
     servers), simulated in-process: each ok cell is one bar with a label of its own."""
+    from gcbench import strategies
     from gcbench.config import load_suite
-    from gcbench.config.strategies import PLANNERS, STRATEGIES
 
     from conftest import ROOT
 
@@ -325,7 +325,7 @@ def test_every_strategy_is_drawn_once_per_cell():
     for t in compute:
         assert len(set(t.x)) == len(t.x)  # no two cells share a bar
     drawn = {label.split(" · ")[0] for t in compute for label in t.x}
-    assert drawn == set(STRATEGIES) - PLANNERS
+    assert drawn == set(strategies.names()) - strategies.planner_names()
 
 
 def test_warnings_are_one_line_each(tmp_path):
@@ -344,8 +344,8 @@ def test_gap_to_upper_bound_pairs_each_strategy_with_the_bound_of_its_cell():
     """ByteComp Fig. 13's view: ratios against the upper bound of the same workload, the
     same compressor for strategies that take one; strategies without a compressor pair
     with every compressor's bound. Checked against the simulator directly."""
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.report.figures import gap_figure, gap_to_upper_bound
-    from gcbench.sim import simulate_cell
 
     from conftest import write
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from strategies import Case, cases
 from typer.testing import CliRunner
 
+from gcbench.backends.simulate import cell_profile, costs_for, plan_for, simulate_cell
 from gcbench.cli import app
 from gcbench.comm import (
     Link,
@@ -25,9 +26,7 @@ from gcbench.comm import (
 )
 from gcbench.config import Cell, expand, load_suite
 from gcbench.errors import ConfigError
-from gcbench.sim import simulate_cell
 from gcbench.sim.chrome import chrome_trace, symmetric_spans
-from gcbench.sim.costs import cell_profile, costs_for, plan_for
 from gcbench.sim.engine import Timeline
 from gcbench.sim.iteration import Costs, Plan, fuse, simulate
 from gcbench.sim.options import PRESETS, Option, declared_wire_bytes, enumerate_options
@@ -596,7 +595,7 @@ def _threshold_ctx(record=None):
     from gcbench.comm import Link
     from gcbench.comm.hierarchy import nvlink_machine
     from gcbench.compress.sparsify import Threshold
-    from gcbench.sim.iteration import Costs, _Ctx
+    from gcbench.sim.iteration import Costs, SimContext
 
     thr, numel = Threshold(3e-3), [4_000_000]
 
@@ -608,15 +607,15 @@ def _threshold_ctx(record=None):
     costs = Costs(4, 8, nvlink_machine(8, 1.0, 0.0, 1.0), Link(1e9, 0.0, 1.0),
                   bucket_bytes=bucket_bytes, splittable=False, servers=2,
                   compressor="threshold")  # fmt: skip
-    return _Ctx(costs, numel)
+    return SimContext(costs, numel)
 
 
 def _phase_sizes(monkeypatch, option, x, fed=None):
-    """The size `_lower` gives each phase (what a rank holds there), in phase order."""
+    """The size `lower` gives each phase (what a rank holds there), in phase order."""
     from gcbench.sim import iteration
 
     sizes: list[float] = []
-    comm, servers = iteration._Ctx.comm, iteration._Ctx.servers_comm
+    comm, servers = iteration.SimContext.comm, iteration.SimContext.servers_comm
 
     def rec_comm(self, level, name, nbytes, rings):
         sizes.append(nbytes)
@@ -626,9 +625,9 @@ def _phase_sizes(monkeypatch, option, x, fed=None):
         sizes.append(nbytes)
         return servers(self, name, nbytes, rings, work)
 
-    monkeypatch.setattr(iteration._Ctx, "comm", rec_comm)
-    monkeypatch.setattr(iteration._Ctx, "servers_comm", rec_servers)
-    iteration._lower(option, [0], 0, x, None, fed)
+    monkeypatch.setattr(iteration.SimContext, "comm", rec_comm)
+    monkeypatch.setattr(iteration.SimContext, "servers_comm", rec_servers)
+    iteration.lower(option, [0], 0, x, None, fed)
     monkeypatch.undo()
     return sizes
 
@@ -678,13 +677,13 @@ def test_fed_payloads_give_every_compression_its_own_size(monkeypatch):
 )
 def test_each_compression_is_planned_at_the_workers_summed_before_it(name, planned):
     """Threshold's payload follows how many workers' gradients were summed before each
-    compression (`law.sum_tail`): the count `_lower` plans each `c` at."""
-    from gcbench.sim.iteration import _lower
+    compression (`law.sum_tail`): the count `lower` plans each `c` at."""
+    from gcbench.sim.iteration import lower
     from gcbench.sim.options import Option
 
     got: list[int] = []
     x = _threshold_ctx(got)
-    _lower(Option.parse(name), [0], 0, x)
+    lower(Option.parse(name), [0], 0, x)
     assert got == planned
 
 
@@ -692,13 +691,13 @@ def test_a_hierarchical_pair_closed_by_a_compressed_allgather_holds_the_whole_bu
     """`intra:rs gc inter:ag* intra:ag* cd`: the intra allgather is the second step of the
     intra reduce-scatter's pair (an inter allgather between them), so after `cd` the rank
     holds the whole bucket, copied back to the GPU whole, as after `flat:rs gc flat:ag* cd`."""
-    from gcbench.sim.iteration import _lower
+    from gcbench.sim.iteration import lower
     from gcbench.sim.options import Option
 
     x = _threshold_ctx()
     copies = []
     for name in ("intra:rs gc inter:ag* intra:ag* cd", "flat:rs gc flat:ag* cd"):
-        steps, _ = _lower(Option.parse(name), [0], 0, x)
+        steps, _ = lower(Option.parse(name), [0], 0, x)
         assert steps[-1][0] == "pcie:h2d"
         copies.append(steps[-1][2])
     assert copies[0] == pytest.approx(copies[1], rel=1e-12)

@@ -1,4 +1,4 @@
-"""The strategies the papers compare (`gcbench.sim.strategies`, `gcbench.config.strategies`):
+"""The strategies the papers compare (`gcbench.strategies`):
 PS and BytePS against their formulas, low-rank allreduce, COVAP, HiPress, and which
 (strategy, compressor, cluster) pairs a grid keeps."""
 
@@ -9,20 +9,20 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
+from gcbench import strategies
+from gcbench.backends.simulate import cell_profile, costs_for, simulate_cell
 from gcbench.cli import CLUSTER_FLAGS, NETWORK_FLAGS, NETWORK_UNFLAGGED, app
 from gcbench.compress.costs import qr_s
 from gcbench.compress.lowrank import lowrank_view
 from gcbench.compress.specs import ADDITIVE, KINDS, SPLITTABLE
 from gcbench.config import Cell, Cluster, Network, expand, load_suite
 from gcbench.config.grid import expand_counted
-from gcbench.config.strategies import PLANNERS, STRATEGIES
 from gcbench.errors import ConfigError
-from gcbench.sim import simulate_cell
-from gcbench.sim.costs import cell_profile, costs_for, round_bytes
 from gcbench.sim.iteration import Plan, fuse, simulate
 from gcbench.sim.kernel import Kernel
 from gcbench.sim.options import PRESETS
-from gcbench.sim.strategies import ALLREDUCE_PAYLOADS, BUILDERS, hipress_partitions
+from gcbench.strategies.baselines import hipress_partitions
+from gcbench.strategies.lowrank import ALLREDUCE_PAYLOADS, round_bytes
 
 from conftest import ROOT, write
 
@@ -46,7 +46,7 @@ def inter_jobs(c: Cell) -> list[float]:
 def test_every_strategy_has_a_builder_and_every_kind_its_properties():
     from gcbench.compress.registry import REGISTRY, names
 
-    assert set(BUILDERS) == set(STRATEGIES)
+    assert set(strategies.names()) == set(strategies.registry())
     names()
     for kind in KINDS:
         assert (kind in ADDITIVE) == REGISTRY[kind].additive, kind
@@ -192,7 +192,7 @@ def test_powersgd_runs_each_bucket_as_torchs_hook_does():
     assert m["compress_total_s"] - totals[1] == pytest.approx(matrices * qr_s(4), rel=1e-9)
     # without CUDA the hook does not synchronise (gloo runs its callbacks as each ends)
     cpu = cell(strategy="powersgd", compressor="powersgd-r4", device="cpu")
-    step = BUILDERS["powersgd"](cpu, cell_profile(cpu), costs_for(cpu))[0]
+    step = strategies.get("powersgd").build(cpu, cell_profile(cpu), costs_for(cpu))[0]
     assert not step.costs.synchronous and len(step.costs.tensor_round_bytes or ()) == 3
 
 
@@ -206,7 +206,7 @@ def test_low_rank_compression_charges_one_qr_per_compressed_matrix():
     profile = cell_profile(c)
     matrices = sum(lowrank_view(t.shape, 32) is not None for t in profile.tensors)
     assert 0 < matrices < len(profile.tensors)
-    for step in BUILDERS["acpsgd"](c, profile, costs_for(c)):
+    for step in strategies.get("acpsgd").build(c, profile, costs_for(c)):
         bare = replace(step.costs, tensor_compress_s=None)
         extra = (
             simulate(profile, step.costs, step.plan).metrics["compress_total_s"]
@@ -215,7 +215,8 @@ def test_low_rank_compression_charges_one_qr_per_compressed_matrix():
         assert extra == pytest.approx(matrices * qr_s(32), rel=1e-9)
     with pytest.raises(ValueError, match="synchronous"):
         c = cell(strategy="powersgd", compressor="powersgd-r4")
-        Kernel(cell_profile(c), BUILDERS["powersgd"](c, cell_profile(c), costs_for(c))[0].costs)
+        step = strategies.get("powersgd").build(c, cell_profile(c), costs_for(c))[0]
+        Kernel(cell_profile(c), step.costs)
 
 
 def test_acpsgd_alternates_p_and_q_and_reports_the_mean():
@@ -225,7 +226,7 @@ def test_acpsgd_alternates_p_and_q_and_reports_the_mean():
     p_step, q_step = (sum(round_bytes(c, profile, step)[0]) for step in (0, 1))
     m = simulate_cell(c).metrics
     assert m["wire_bytes"] == pytest.approx(2 * (n - 1) / n * (p_step + q_step) / 2, abs=40)
-    steps = BUILDERS["acpsgd"](c, profile, costs_for(c))
+    steps = strategies.get("acpsgd").build(c, profile, costs_for(c))
     times = [simulate(profile, s.costs, s.plan).iteration_s for s in steps]
     assert m["iteration_s"] == pytest.approx(sum(times) / 2, rel=1e-12)
 
@@ -250,7 +251,7 @@ def test_hipress_partitions_and_compresses_only_where_it_pays():
     for gbps in (1, 10_000):
         c = cell(model="bert-base", strategy="hipress", compressor="dgc-1pct",
                  network={"inter_gbps": gbps})  # fmt: skip
-        plan = BUILDERS["hipress"](c, profile, costs_for(c))[0].plan
+        plan = strategies.get("hipress").build(c, profile, costs_for(c))[0].plan
         compressed[gbps] = sum(o is not None and o.compressed for o in plan.options)
     assert compressed[1] > len(buckets) / 2 and compressed[10_000] < compressed[1]
     spans = simulate_cell(cell(model="bert-base", strategy="hipress", compressor="dgc-1pct",
@@ -375,21 +376,21 @@ def test_simulate_has_a_flag_for_every_network_and_cluster_field():
 def test_the_strategies_suite_has_every_strategy_and_compressor():
     suite = load_suite(ROOT / "suites/strategies.yaml")
     cells, dropped = expand_counted(suite)
-    assert {c.strategy for c in cells} == set(STRATEGIES) - PLANNERS
+    assert {c.strategy for c in cells} == set(strategies.names()) - strategies.planner_names()
     assert {c.compressor.kind for c in cells} == set(KINDS)
     assert dropped  # the crossing drops what does not pair
 
 
 def valid(strategy: str) -> dict:
     """A compressor and cluster the strategy takes."""
-    info = STRATEGIES[strategy]
+    info = strategies.get(strategy)
     compressor = {"none": "none", "own": info.own, "additive": "randomk-1pct", "any": "dgc-1pct"}
     servers = 2 if info.servers == "required" else 0
     return {"compressor": compressor[info.compressor], "strategy": strategy,
             "cluster": {"machines": 4, "gpus_per_machine": 8, "cpu_servers": servers}}  # fmt: skip
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("strategy", sorted(strategies.names()))
 @pytest.mark.parametrize("model", ["resnet50", "bert-base"])
 def test_every_strategy_adds_up_and_is_deterministic(strategy, model):
     if strategy == "brute-force":  # models of at most 10 tensors

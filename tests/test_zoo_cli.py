@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from gcbench.backends.simulate import cell_profile, simulate_cell
 from gcbench.cli import app
 from gcbench.config import expand, load_suite
-from gcbench.sim.costs import cell_profile, simulate_cell
 from gcbench.zoo.profile import model_profile
 
 from conftest import write

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gcbench.backends.simulate import HELD_OUT
 from gcbench.compress.base import stable_seed
 from gcbench.errors import ConfigError
 from gcbench.zoo.profile import ModelProfile
@@ -241,7 +242,7 @@ def held_out_peaks(
     past `sparsity` · that peak / 2 are the nonzero ones. A bucket's peak is its largest
     tensor's, so a bucket's payload is read from this table (`ThreeLC.observed_bytes`),
     the runs as the real values leave them."""
-    from gcbench.compress._threelc_jit import bytes_at_cuts
+    from gcbench.compress.threelc import bytes_at_cuts
 
     def summarise(total: list[torch.Tensor]) -> tuple[tuple[float, ...], np.ndarray]:
         peaks = np.array([float(g.abs().max()) if g.numel() else 0.0 for g in total])
@@ -269,3 +270,7 @@ def _loss(out: Any, g: torch.Generator) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(scores, labels.to(scores.device))
     outs = out if isinstance(out, tuple) else (out,)
     return sum((o.float().mean() for o in outs), torch.zeros((), device=outs[0].device))
+
+
+# the simulate backend sizes real gradients' payloads with these (`backends.simulate`)
+HELD_OUT.update(bytes=held_out_bytes, peaks=held_out_peaks)

@@ -36,7 +36,10 @@ from typing import Any
 
 import torch
 
-from gcbench.cluster.execute import check, executed, payloads
+from gcbench import strategies
+from gcbench.backends.simulate import period_of
+from gcbench.cluster import backward  # noqa: F401  (its held-out counters register)
+from gcbench.cluster.execute import check, payloads
 from gcbench.config import Cell
 from gcbench.errors import ConfigError, InfeasibleError
 
@@ -68,7 +71,7 @@ class Emulation:
     # at most 1 for an exact fp32 sum of n workers (its worst-case rounding)
     bound_ratio: float
     spans: list[Any]  # rank 0's timeline (virtual: step 0; wall: the last step) as Spans
-    plan: dict[str, Any] | None  # a planner strategy's plan, as `sim.costs.plan_record`
+    plan: dict[str, Any] | None  # a planner strategy's plan, as `backends.simulate.plan_record`
     step_metrics: list[dict[str, Any]]  # wall clock: rank 0's metrics of each step
     held_out_passes: int = 0  # held-out backward passes the workers ran (the task's: none)
 
@@ -102,30 +105,14 @@ def plan_of(cell: Cell, planned: Any = None) -> tuple[Any, Any, Any]:
     return profile, period[0].plan, period[0].costs
 
 
-def period_of(cell: Cell, planned: Any = None) -> tuple[Any, list[Any]]:
-    """The cell's profile and its strategy's steps (`sim.strategies.Step`: plan, costs,
-    weight), one period of them (ACP-SGD: P, then Q); emulated step k runs step k mod
-    the period. A planner's plan made already (`planned`, by the task that runs the
-    cell) is taken as it is: a planner's step runs with the cell's own costs, so nothing
-    is planned again."""
-    from gcbench.config.strategies import PLANNERS
-    from gcbench.sim.costs import cell_profile, costs_for
-    from gcbench.sim.strategies import BUILDERS, Step
-
-    profile = cell_profile(cell)
-    if planned is not None and cell.strategy in PLANNERS:
-        return profile, [Step(planned, costs_for(cell))]
-    return profile, BUILDERS[cell.strategy](cell, profile, costs_for(cell))
-
-
 def fed_simulation(cell: Cell, e: Emulation) -> float:
     """The simulator's iteration for `cell` fed with the emulated payload sizes (each
     bucket's compressed payload, the mean over the workers): what issue #14 compares the
     virtual clock with for data-dependent compressors (the clock also takes, per
     collective, the slowest worker's). A periodic strategy's mean over its period, its
     first step fed (the sizes `Emulation` keeps) and the others on the size model."""
+    from gcbench.backends.simulate import period_mean
     from gcbench.compress import create
-    from gcbench.sim.costs import period_mean
     from gcbench.sim.iteration import simulate
 
     profile, period = period_of(cell)
@@ -145,7 +132,8 @@ def emulated(
     cell: Cell, repetitions: int = 1
 ) -> tuple[list[dict[str, Any]], list[Any], dict[str, Any] | None]:
     """A Record's metrics per repetition for an emulated cell, worker 0's spans and, for
-    a planner strategy, the plan it executed (as `sim.costs.plan_record` stores it): its
+    a planner strategy, the plan it executed (as `backends.simulate.plan_record` stores it):
+    its
     timeline (the simulator's metrics), the planner's seconds, the aggregation errors.
 
     The virtual clock is deterministic (and the gradients seeded): one emulation serves
@@ -204,7 +192,8 @@ def check_cell(cell: Cell) -> tuple[Any, Any, int]:
 
         runnable(cell.model.profile, profile.name)
     compressor = create(cell.compressor.kind, **cell.compressor.params())
-    for o in (o for p in period for o in executed(p.plan.options, cell.strategy)):
+    strategy = strategies.get(cell.strategy)
+    for o in (o for p in period for o in strategy.executed(p.plan.options)):
         if o is None:
             raise ConfigError([f"emulate: {cell.strategy} leaves buckets out: not emulated yet"])
         check(o, compressor)
@@ -226,8 +215,7 @@ def emulate_cell(
     the gradients are seeded, so a retried cell gives the same result."""
     from ray.exceptions import RayActorError
 
-    from gcbench.config.strategies import PLANNERS
-    from gcbench.sim.costs import plan_record
+    from gcbench.backends.simulate import plan_record
 
     profile, step, period = check_cell(cell)
     steps = max(steps, period)  # the virtual clock times every step of the period
@@ -246,7 +234,7 @@ def emulate_cell(
                 ) from None
     fid = results[0]["fidelity"]
     record = None
-    if cell.strategy in PLANNERS:
+    if strategies.get(cell.strategy).planner:
         metrics = {**results[0]["metrics"], "planner_s": step.planner_s}
         record = plan_record(cell, profile, step.plan, metrics)
         record["planner_parts"] = dict(step.planner_parts)
@@ -354,13 +342,14 @@ def _attempt(
             for r in range(world)
         ]
         server: Any = ray.remote(Server)
+        memory = strategies.get(cell.strategy).memory_kind(cell.compressor.kind)
         servers = [] if spg is None else [
             server.options(
                 num_cpus=WORKER_CPUS,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
                     spg, placement_group_bundle_index=i
                 ),
-            ).remote(cell.compressor.kind, cell.compressor.params())
+            ).remote(cell.compressor.kind, cell.compressor.params(), memory)
             for i in range(k)
         ]
         up = [s.ready.remote() for s in servers]

@@ -94,22 +94,6 @@ class Outcome:
     phase_bytes: list[int] = field(default_factory=list)
 
 
-# COVAP (covap.txt §III) as the workers run it: every shard through the compressor's
-# filter and an allreduce of what it lets through. A selected shard (index + step ≡ 0 mod
-# I) sends its values plus the residual (§III-D), the others an empty payload (no
-# collective) and keep theirs: the plan's fp32 allreduce of the selected shards and
-# nothing for the rest (`None`), with COVAP's error feedback
-COVAP_OPTION = Option.parse("gc flat:ar* gd")
-
-
-def executed(options: list[Option | None], strategy: str) -> list[Option | None]:
-    """What the workers run for each of a plan's buckets: the plan's option, or for the
-    `covap` strategy (whose compressor is COVAP's filter) `COVAP_OPTION` on every shard."""
-    if strategy == "covap":
-        return [COVAP_OPTION] * len(options)
-    return list(options)
-
-
 def shard_slices(
     buckets: list[list[int]], elements: list[float] | None, numels: list[int]
 ) -> list[tuple[int, int] | None]:

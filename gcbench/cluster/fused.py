@@ -124,7 +124,7 @@ class Fused(Compressor):
 
 class HookFused(Fused):
     """PowerSGD over buckets in the order torch's `powerSGD_hook` runs them (the
-    `powersgd` strategy, Power-SGD*: `sim.strategies`): round 0 the bucket's uncompressed
+    `powersgd` strategy, Power-SGD*: `strategies.lowrank`): round 0 the bucket's uncompressed
     tensors (vectors, and matrices whose factors would not be smaller), round 1 every
     compressed matrix's P, round 2 its Q from the summed P. The uncompressed tensors are
     not sent again with Q: their sum, kept from round 0, is what decompressing a summed

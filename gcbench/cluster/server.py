@@ -42,12 +42,12 @@ class _Slot:
 class Server:
     """A summation server: sums what the workers of a ring push under one key and step."""
 
-    def __init__(self, compressor: str, params: dict[str, Any]):
-        from gcbench.cluster.worker import memory_kind
-
+    def __init__(self, compressor: str, params: dict[str, Any], memory: str):
+        """`memory`: the error-feedback memory the cell's strategy keeps for its
+        compressor (`Strategy.memory_kind`)."""
         torch.set_num_threads(1)  # the servers share the host's cores with the workers
         self.compressor = create(compressor, **params)
-        self.memory = create_memory(memory_kind(compressor))
+        self.memory = create_memory(memory)
         self.slots: dict[tuple[str, int], _Slot] = {}
 
     async def pushpull(

@@ -29,12 +29,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gcbench import strategies
 from gcbench.cluster.execute import (
     DEFERRED,
     Groups,
     Outcome,
     execute,
-    executed,
     payloads,
     run_option,
     shard_slices,
@@ -49,17 +49,6 @@ from gcbench.sim.options import Op, Option
 # How long backward waits for a bucket under a synchronous hook before the step fails
 # (the process groups' own timeout is 30 s)
 SYNC_WAIT_S = 60.0
-
-
-def memory_kind(compressor: str) -> str:
-    """The error-feedback memory a compressor runs with: DGC's own (momentum
-    correction), none for the casts (lossless enough to need none) and for ACP-SGD (its
-    Algorithm 2 keeps the residual itself), else the residual."""
-    if compressor == "dgc":
-        return "dgc"
-    if compressor in ("none", "fp16", "bf16", "acpsgd"):  # ACP-SGD's error feedback is its own
-        return "none"
-    return "residual"
 
 
 class Fidelity:
@@ -226,10 +215,9 @@ class Worker:
         `planned`: a planner's plan, made by the task that runs the cell; `held_out`: what
         that task counted and fitted on held-out passes for the size model of real
         gradients (`backward.held_out_state`), so this worker does not run them."""
+        from gcbench.backends.simulate import period_mean, period_of
         from gcbench.cluster.backward import held_out_passes, prime
-        from gcbench.cluster.emulate import period_of
         from gcbench.cluster.server import Servers
-        from gcbench.sim.costs import period_mean
 
         if servers:
             g = self.gpus
@@ -237,6 +225,7 @@ class Worker:
 
         prime(held_out or {})
         profile, period = period_of(cell, planned)
+        strategy = strategies.get(cell.strategy)
         plan = period[0].plan  # every step of a period has the same buckets
         numels = [t.numel for t in profile.tensors]
         comp = create(cell.compressor.kind, **cell.compressor.params())
@@ -245,12 +234,12 @@ class Worker:
 
             shapes = {f"bucket{b}": [tuple(profile.tensors[i].shape) for i in bucket]
                       for b, bucket in enumerate(plan.buckets)}  # fmt: skip
-            # PowerSGD is only the `powersgd` strategy: torch's hook, three allreduces
-            comp = (HookFused if cell.strategy == "powersgd" else Fused)(comp, shapes)
+            # torch's powerSGD_hook (the `powersgd` strategy): three allreduces a bucket
+            comp = (HookFused if strategy.torch_hook else Fused)(comp, shapes)
         ef: dict[str, Any] = {}
         if comp.family == "covap":  # §III-D: the residual scaled by the ascending coefficient
             ef["coefficient"] = comp.ef_coefficient  # type: ignore[attr-defined]
-        memory = create_memory(memory_kind(cell.compressor.kind), **ef)
+        memory = create_memory(strategy.memory_kind(cell.compressor.kind), **ef)
         cuts = shard_slices(plan.buckets, plan.elements, numels)
         whole: dict[tuple[int, ...], torch.Tensor] = {}  # a step's bucket split in shards
 
@@ -300,7 +289,7 @@ class Worker:
         measured: list[Any] = []  # the profile as each step measured it
         for step in range(steps):
             plan, costs = period[step % len(period)].plan, period[step % len(period)].costs
-            options = executed(plan.options, cell.strategy)
+            options = strategy.executed(plan.options)
             if cell.clock == "wall":
                 if backward is None:  # every gradient first: drawing them is not timed
                     xs = [draw(step, b) for b in range(B)]

@@ -698,3 +698,11 @@ def _sparse_encode(arr: np.ndarray, sparsity: float, out: np.ndarray) -> tuple[f
     lengths, firsts, lasts = (np.array(v, dtype=np.int64) for v in zip(*coded, strict=True))
     size = jit.stitch(bodies, step, lengths, firsts, lasts, total, last, out)
     return scale, int(size)
+
+
+def bytes_at_cuts(peaks: np.ndarray, order: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """The zero-run encoded length of one tensor's group stream at each of `cuts`
+    (`_threelc_jit.bytes_at_cuts`, compiled: loaded on first use)."""
+    from gcbench.compress._threelc_jit import bytes_at_cuts as compiled
+
+    return compiled(peaks, order, cuts)  # type: ignore[no-any-return]

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gcbench import strategies
 from gcbench.config.models import FILTER_KEYS, Cell, Suite, normalise_filter_value
-from gcbench.config.strategies import PLANNERS, pair_cluster, pair_compressor
 from gcbench.errors import ConfigError
 
 AXES = ("model", "compressor", "network", "cluster", "strategy", "fusion")
@@ -157,11 +157,13 @@ def iter_cells(
         g.model, enumerate(g.compressor), g.network, g.cluster, enumerate(g.strategy), g.fusion
     ):
         if (s, c) not in specs:
-            specs[s, c] = pair_compressor(strategy, comp)
+            specs[s, c] = strategies.pair_compressor(strategy, comp)
         spec, why = specs[s, c]
         if why is None:
             if (s, cluster.cpu_servers) not in servers:
-                servers[s, cluster.cpu_servers] = pair_cluster(strategy, cluster.cpu_servers)
+                servers[s, cluster.cpu_servers] = strategies.pair_cluster(
+                    strategy, cluster.cpu_servers
+                )
             why = servers[s, cluster.cpu_servers]
         if why is not None:
             dropped[why] += 1
@@ -180,7 +182,7 @@ def iter_cells(
             compute_time=suite.compute_time,
             seed=suite.seed,
             compressor_costs=suite.compressor_costs,
-            constraints=suite.constraints if strategy in PLANNERS else None,
+            constraints=suite.constraints if strategies.get(strategy).planner else None,
         )
         if not (suite.include or suite.exclude or only):
             yield cell
@@ -261,7 +263,7 @@ def expand_counted(
     """Every cell of the grid, in axis order, once each, and how many grid points each
     reason dropped.
 
-    Each strategy says what it takes (`gcbench.config.strategies`): strategies without a
+    Each strategy says what it takes (`gcbench.strategies`): strategies without a
     compressor run with `none` and those with their own compressor with theirs, so
     crossing them with a compressor axis does not repeat them; a (strategy, compressor) or
     (strategy, cluster) pair the strategy does not take is dropped, with its reason.

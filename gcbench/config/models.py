@@ -24,7 +24,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -38,65 +37,25 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from gcbench.comm.collectives import COLLECTIVES
-from gcbench.compress.specs import KINDS, CompressorSpec, NoneSpec
-from gcbench.config.network_profile import InterOverride
-from gcbench.config.strategies import (
-    ADDITIVE,
-    PLANNERS,
-    STRATEGIES,
-    canonical,
-    check_cell,
-    pair_compressor,
+from gcbench import strategies
+from gcbench.compress.specs import ADDITIVE, KINDS, CompressorSpec, NoneSpec
+from gcbench.config.fields import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_CORES,
+    MAX_GPUS,
+    MAX_GPUS_PER_MACHINE,
+    WHOLE,
+    Frozen,
+    Rate,
+    Whole,
+    suite_path,
 )
+from gcbench.config.network_profile import Network
 from gcbench.errors import PlanError
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES
 from gcbench.zoo.profile_io import MAX_BATCH, MAX_SEQ_LEN
-
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
-# Ranges of the numbers of a cell. Bandwidths in GB/s or Gbit/s: 1e-6 (a kB/s) to 1e6 (a
-# PB/s); latencies up to a second per step; efficiencies at least 1%. Cluster sizes: at
-# most 2^20 GPUs in all (the largest clusters today hold ~10^5), so that the bytes a GPU
-# sends per iteration stay within 64 bits for any model a profile may hold.
-MIN_RATE, MAX_RATE = 1e-6, 1e6
-MAX_LATENCY_US = 1e6
-MIN_EFFICIENCY = 0.01
-MAX_GPUS = 2**20
-MAX_GPUS_PER_MACHINE = 1024
-MAX_NICS = 1024
-MAX_CORES = 2**20
-
-
-def _at_least(minimum: float) -> AfterValidator:
-    """A lower bound checked after `gt=0`, so that a value <= 0 still says `must be > 0`."""
-
-    def check(value: float | None) -> float | None:
-        if value is not None and value < minimum:
-            raise ValueError(f"must be ≥ {minimum:g}, got {value!r}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _whole(value: Any) -> Any:
-    """pydantic would read YAML's `true` as 1 and `"2"` as 2: a count or a seed is a number."""
-    if isinstance(value, (bool, str)):
-        raise ValueError(f"must be a whole number, got {value!r}")
-    return value
-
-
-_WHOLE = BeforeValidator(_whole)
-Whole = Annotated[int, _WHOLE]
-Rate = Annotated[float, Field(gt=0, le=MAX_RATE), _at_least(MIN_RATE)]
-Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
-Efficiency = Annotated[float, Field(gt=0, le=1), _at_least(MIN_EFFICIENCY)]
-
-
-class _Frozen(BaseModel):
-    # No inf/nan anywhere: JSON (the cell's form on a Ray worker) cannot carry them.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _as_list(value: Any) -> Any:
@@ -104,15 +63,15 @@ def _as_list(value: Any) -> Any:
     return value if isinstance(value, list) else [value]
 
 
-class ModelSpec(_Frozen):
+class ModelSpec(Frozen):
     """A zoo model and its per-GPU batch size (default: the zoo's pinned one), or a model
     whose profile comes from a file (`gcbench profile` output, a CSV of ready times, or
     `collection.json#name`)."""
 
     name: str
     # bounds inside the Optional, where the JSON schema states them as minimum/maximum
-    batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH), _WHOLE] | None = None
-    seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN), _WHOLE] | None = None
+    batch_size: Annotated[int, Field(gt=0, le=MAX_BATCH), WHOLE] | None = None
+    seq_len: Annotated[int, Field(gt=0, le=MAX_SEQ_LEN), WHOLE] | None = None
     profile: str | None = Field(
         None,
         description="a profile file used instead of the zoo's FLOP-based profile "
@@ -141,14 +100,6 @@ class ModelSpec(_Frozen):
         if model.seq_len is None and data.get("seq_len") is not None:
             raise ValueError(f"seq_len: {data['name']} is not a sequence model")
         return {"batch_size": model.batch_size, "seq_len": model.seq_len, **data}
-
-
-def suite_path(name: str, base_dir: Path | None) -> Path:
-    """A file a suite names: `~` expanded, relative to the suite file's folder, resolved."""
-    path = Path(name).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    return path.resolve()
 
 
 def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
@@ -191,7 +142,7 @@ def _check_costs_device(costs: CompressorCosts | None, device: str) -> None:
         )
 
 
-class CompressorCosts(_Frozen):
+class CompressorCosts(Frozen):
     """A compressor cost table measured on a GPU (`gcbench bench compressors
     --torch-device cuda --out FILE`), used instead of the device's roofline table for the
     compression and decompression a cell runs on its GPUs. The path is relative to the
@@ -237,69 +188,7 @@ def read_costs(path: Path) -> tuple[Any, str]:
     return table, hashlib.sha256(raw).hexdigest()
 
 
-# Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
-# V100 has 6 links x 25 GB/s; a PCIe 3.0 x16 slot 15.75 GB/s.
-INTRA_DEFAULT_GBS = {"nvlink": 150.0, "pcie": 15.75}
-# The simulator's collectives (`gcbench.comm.collectives`): what a network profile's
-# per-collective overrides name.
-LinkCollective = Literal[
-    "allreduce", "reduce_scatter", "allgather", "allgather_payload", "alltoall", "broadcast",
-    "reduce", "gather",
-]  # fmt: skip
-assert set(LinkCollective.__args__) == set(COLLECTIVES)  # type: ignore[attr-defined]
-
-
-class Network(_Frozen):
-    """Links of one machine and between machines (DESIGN §5 Network and cluster).
-
-    Efficiency is achieved bus bandwidth / line rate; latency is per collective step.
-    """
-
-    intra: Literal["nvlink", "pcie"] = "nvlink"
-    intra_gbs: Rate | None = Field(None, description="GB/s per GPU inside a machine")
-    intra_latency_us: Latency = 5.0
-    intra_efficiency: Efficiency = 0.8
-    inter_gbps: Rate = Field(description="Gbit/s per machine between machines")
-    inter_latency_us: Latency = 25.0
-    inter_efficiency: Efficiency = 0.7
-    nics_per_machine: Whole = Field(1, ge=1, le=MAX_NICS)
-    server_gbps: Rate | None = Field(
-        None, description="Gbit/s of each CPU server's NICs (default: inter_gbps)"
-    )
-    profile: str | None = Field(
-        None,
-        description="a network profile: a shipped preset's name (`gcbench networks`) or a "
-        "YAML file (relative to the suite file); fields given beside it override it",
-    )
-    profile_sha256: str | None = Field(
-        None, description="filled in from the profile so results follow its content"
-    )
-    compute_scale: float = Field(
-        1.0,
-        gt=0,
-        le=1000,
-        description="multiplies the device's compute times (a calibrated testbed whose GPUs "
-        "the device table misjudges)",
-    )
-    overrides: dict[LinkCollective, InterOverride] | None = Field(
-        None, description="per collective: its own inter-machine efficiency and latency"
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill(cls, data: Any, info: ValidationInfo) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("profile"), str):
-            from gcbench.config.network_profile import apply_profile
-
-            data = apply_profile(data, (info.context or {}).get("base_dir"))
-        if isinstance(data, dict) and data.get("intra_gbs") is None:
-            kind = data.get("intra", "nvlink")
-            if kind in INTRA_DEFAULT_GBS:
-                data = {**data, "intra_gbs": INTRA_DEFAULT_GBS[kind]}
-        return data
-
-
-class Cluster(_Frozen):
+class Cluster(Frozen):
     """`machines` x `gpus_per_machine` GPU workers plus `cpu_servers` CPU machines."""
 
     machines: Whole = Field(ge=1, le=MAX_GPUS)
@@ -325,33 +214,22 @@ class Cluster(_Frozen):
         return self.machines * self.gpus_per_machine
 
 
-# Named strategies (`gcbench.config.strategies`: what each takes); an alias is stored
-# under its canonical name, so its cells share their ids.
-def _canonical_strategy(value: Any) -> Any:
-    return canonical(value) if isinstance(value, str) else value
+def _strategy(value: Any) -> str:
+    """A registered strategy (`gcbench.strategies`: what each takes); an alias is stored
+    under its canonical name, so its cells share their ids."""
+    found = strategies.find(value) if isinstance(value, str) else None
+    if found is None:
+        raise ValueError(strategies.unknown(value))
+    return found.name
 
 
-StrategyName = Literal[
-    "fp32",
-    "fp32-2level",
-    "fp16",
-    "allgather",
-    "allgather-2level",
-    "allreduce",
-    "ps",
-    "byteps",
-    "byteps-compress",
-    "hipress",
-    "powersgd",
-    "acpsgd",
-    "covap",
-    "bytecomp-greedy",
-    "bytecomp",
-    "brute-force",
-    "upper-bound",
+# The schema lists the strategies registered when it is written (the built-ins, for the
+# committed schema/suite.schema.json)
+Strategy = Annotated[
+    str,
+    PlainValidator(_strategy),
+    WithJsonSchema({"type": "string", "enum": strategies.names()}),
 ]
-assert set(StrategyName.__args__) == set(STRATEGIES)  # type: ignore[attr-defined]
-Strategy = Annotated[StrategyName, BeforeValidator(_canonical_strategy)]
 # How gradients are fused into buckets: PyTorch DDP's (1 MiB, then 25 MiB), one bucket
 # per tensor, or buckets of at most a fixed number of bytes.
 FUSION_PATTERN = r"^(ddp|tensor|fixed:[1-9][0-9]{0,17})$"  # at most 10^18 bytes: 64 bits
@@ -383,7 +261,7 @@ def _some_collective(value: tuple[str, ...] | None) -> tuple[str, ...] | None:
     return value
 
 
-class Constraints(_Frozen):
+class Constraints(Frozen):
     """What the planner strategies (bytecomp, bytecomp-greedy, upper-bound, brute-force)
     may choose (`gcbench.plan.space`; ByteComp §4.2: users "add constraints to prune the
     decision tree"). Part of the cell id; other strategies take none."""
@@ -394,7 +272,7 @@ class Constraints(_Frozen):
         "non-additive compressor) and fp16; named: fp32, fp32-2level, fp16, allgather, "
         "allgather-2level (faster to plan)",
     )
-    max_compressions: Annotated[int, Field(ge=0, le=8), _WHOLE] | None = Field(
+    max_compressions: Annotated[int, Field(ge=0, le=8), WHOLE] | None = Field(
         None, description="compression operations per tensor at most (0: none)"
     )
     # non-empty checked after the items (a min_length would repeat a bad item's error)
@@ -444,7 +322,7 @@ def _axis(item: Any) -> Any:
     return Annotated[list[item], Field(min_length=1), BeforeValidator(_as_list)]
 
 
-class Grid(_Frozen):
+class Grid(Frozen):
     """The axes whose cross product is the suite's cells."""
 
     model: _axis(ModelSpec)  # type: ignore[valid-type]
@@ -547,13 +425,6 @@ def _compressor(value: Any) -> str:
         raise ValueError(f"{value!r}: {where + ': ' if where else ''}{message(err)}") from None
 
 
-def _strategy(value: Any) -> str:
-    name = canonical(value) if isinstance(value, str) else value
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {value!r}; valid: {', '.join(STRATEGIES)}")
-    return str(name)
-
-
 def _fusion(value: Any) -> str:
     if not (isinstance(value, str) and re.fullmatch(FUSION_PATTERN, value)):
         raise ValueError(f"must be ddp, tensor or fixed:<bytes>, got {value!r}")
@@ -635,7 +506,7 @@ def _check_filter(value: Any) -> Any:
 Filter = Annotated[FilterSpec, BeforeValidator(_check_filter)]
 
 
-class Suite(_Frozen):
+class Suite(Frozen):
     """A suite file: a grid of cells and how to run them."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
@@ -690,11 +561,10 @@ class Suite(_Frozen):
         grid = info.data.get("grid")
         if constraints is None or grid is None:
             return constraints
-        planners = [s for s in grid.strategy if s in PLANNERS]
+        planners = [s for s in grid.strategy if s in strategies.planner_names()]
         if not planners:
-            raise ValueError(
-                f"the grid has no planner strategy to constrain ({', '.join(sorted(PLANNERS))})"
-            )
+            known = ", ".join(sorted(strategies.planner_names()))
+            raise ValueError(f"the grid has no planner strategy to constrain ({known})")
         from gcbench.plan.space import check_constraints
 
         for strategy in planners:
@@ -720,7 +590,7 @@ class Suite(_Frozen):
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
 
-class Cell(_Frozen):
+class Cell(Frozen):
     """One point of a suite's grid: the unit of scheduling, storage and resume."""
 
     model: ModelSpec
@@ -745,7 +615,9 @@ class Cell(_Frozen):
         """A planner cell always holds constraints (the defaults where none are given), so
         that its id says what its planner searched."""
         if isinstance(data, dict) and data.get("constraints") is None:
-            if data.get("strategy") in PLANNERS:
+            strategy = data.get("strategy")
+            found = strategies.find(strategy) if isinstance(strategy, str) else None
+            if found is not None and found.planner:
                 return {**data, "constraints": {}}
         return data
 
@@ -754,9 +626,10 @@ class Cell(_Frozen):
         """Only a planner takes constraints, and they must leave it an option."""
         if self.constraints is None:
             return self
-        if self.strategy not in PLANNERS:
+        if not strategies.get(self.strategy).planner:
             raise ValueError(
-                f"constraints apply to the planner strategies ({', '.join(sorted(PLANNERS))}),"
+                f"constraints apply to the planner strategies "
+                f"({', '.join(sorted(strategies.planner_names()))}),"
                 f" not {self.strategy}"
             )
         from gcbench.plan.space import check_constraints
@@ -782,13 +655,13 @@ class Cell(_Frozen):
 
     @model_validator(mode="after")
     def _valid_pairs(self) -> Cell:
-        """The strategy takes this compressor and this cluster (`config.strategies`): a
+        """The strategy takes this compressor and this cluster (`gcbench.strategies`): a
         strategy without a compressor runs with `none` and one with its own compressor
         with that kind, as in a grid; a pair a grid would drop is an error."""
-        problems = check_cell(self.strategy, self.compressor, self.cluster.cpu_servers)
+        problems = strategies.check_cell(self.strategy, self.compressor, self.cluster.cpu_servers)
         if problems:
             raise ValueError("; ".join(problems))
-        spec, _ = pair_compressor(self.strategy, self.compressor)
+        spec, _ = strategies.pair_compressor(self.strategy, self.compressor)
         if spec != self.compressor:
             return self.model_copy(update={"compressor": spec})
         return self

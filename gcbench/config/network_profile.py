@@ -25,12 +25,13 @@ import hashlib
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from gcbench.comm.collectives import COLLECTIVES
+from gcbench.config.fields import MAX_NICS, Efficiency, Frozen, Latency, Rate, Whole, suite_path
 from gcbench.errors import first_error
 
 MAX_BYTES = 256 * 1024  # a profile with its fit report is a few kB
@@ -42,8 +43,6 @@ PROFILE_OWN = ("profile", "profile_sha256", "compute_scale", "overrides")
 def network_fields() -> list[str]:
     """The link and machine fields a profile's `network:` sets: every `Network` field but
     the profile's own."""
-    from gcbench.config.models import Network
-
     return [f for f in Network.model_fields if f not in PROFILE_OWN]
 
 
@@ -54,6 +53,67 @@ class InterOverride(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     inter_efficiency: float | None = Field(None, gt=0, le=1)
     inter_latency_us: float | None = Field(None, ge=0, le=1e6)
+
+
+# Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
+# V100 has 6 links x 25 GB/s; a PCIe 3.0 x16 slot 15.75 GB/s.
+INTRA_DEFAULT_GBS = {"nvlink": 150.0, "pcie": 15.75}
+# The simulator's collectives (`gcbench.comm.collectives`): what a network profile's
+# per-collective overrides name.
+LinkCollective = Literal[
+    "allreduce", "reduce_scatter", "allgather", "allgather_payload", "alltoall", "broadcast",
+    "reduce", "gather",
+]  # fmt: skip
+assert set(LinkCollective.__args__) == set(COLLECTIVES)  # type: ignore[attr-defined]
+
+
+class Network(Frozen):
+    """Links of one machine and between machines (DESIGN §5 Network and cluster).
+
+    Efficiency is achieved bus bandwidth / line rate; latency is per collective step.
+    """
+
+    intra: Literal["nvlink", "pcie"] = "nvlink"
+    intra_gbs: Rate | None = Field(None, description="GB/s per GPU inside a machine")
+    intra_latency_us: Latency = 5.0
+    intra_efficiency: Efficiency = 0.8
+    inter_gbps: Rate = Field(description="Gbit/s per machine between machines")
+    inter_latency_us: Latency = 25.0
+    inter_efficiency: Efficiency = 0.7
+    nics_per_machine: Whole = Field(1, ge=1, le=MAX_NICS)
+    server_gbps: Rate | None = Field(
+        None, description="Gbit/s of each CPU server's NICs (default: inter_gbps)"
+    )
+    profile: str | None = Field(
+        None,
+        description="a network profile: a shipped preset's name (`gcbench networks`) or a "
+        "YAML file (relative to the suite file); fields given beside it override it",
+    )
+    profile_sha256: str | None = Field(
+        None, description="filled in from the profile so results follow its content"
+    )
+    compute_scale: float = Field(
+        1.0,
+        gt=0,
+        le=1000,
+        description="multiplies the device's compute times (a calibrated testbed whose GPUs "
+        "the device table misjudges)",
+    )
+    overrides: dict[LinkCollective, InterOverride] | None = Field(
+        None, description="per collective: its own inter-machine efficiency and latency"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("profile"), str):
+            data = apply_profile(data, (info.context or {}).get("base_dir"))
+        if isinstance(data, dict) and data.get("intra_gbs") is None:
+            kind = data.get("intra", "nvlink")
+            if kind in INTRA_DEFAULT_GBS:
+                data = {**data, "intra_gbs": INTRA_DEFAULT_GBS[kind]}
+        return data
+
 
 
 class NetworkProfile(BaseModel):
@@ -74,7 +134,6 @@ class NetworkProfile(BaseModel):
                 f"network: unknown field(s) {', '.join(unknown)}; valid: {', '.join(fields)}"
             )
         from gcbench.config.loader import message
-        from gcbench.config.models import Network
 
         try:  # each value as a suite's network entry takes it (the line rate a stand-in)
             Network.model_validate({"inter_gbps": 1.0, **self.network})
@@ -141,8 +200,6 @@ def read_network_profile(
     """(profile, how cells name it, sha256 of its bytes) for a preset's name or a file
     path (relative to `base_dir`, a suite file's folder). ValueError of one line on any
     mistake. The profile is shared between callers: read it, do not change it."""
-    from gcbench.config.models import suite_path
-
     raw = _preset_bytes(spec) if _is_name(spec) else None
     named = spec
     if raw is None:

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from gcbench.config.strategies import OWN_KINDS
+from gcbench import strategies
 from gcbench.results.schema import CONFIG_COLUMNS
 
 PARTS = (
@@ -831,7 +831,7 @@ def gap_to_upper_bound(df: pd.DataFrame) -> pd.DataFrame:
     same: dict[str, list[dict[str, Any]]] = {}
     for r in cells[~bound].to_dict("records"):
         same.setdefault(r["_key"], []).append(r)
-    no_grid_compressor = {"none", *OWN_KINDS}
+    no_grid_compressor = {"none", *strategies.own_kinds()}
     rows = []
     for b in cells[bound].to_dict("records"):
         for r in same.get(b["_key"], []):

@@ -20,7 +20,7 @@ def execute_cell(cell: Cell, repetitions: int) -> CellOutput:
     emulated cell's virtual clock (and its gradients are seeded), so one emulation does;
     on the wall clock each repetition is an iteration of its own (`cluster.emulate.emulated`).
     """
-    from gcbench.sim import simulate_cell
+    from gcbench.backends.simulate import simulate_cell
 
     if cell.mode == "emulate":
         from gcbench.cluster.emulate import emulated

@@ -82,7 +82,7 @@ BUCKET_BYTES = 25 * 2**20  # starts early, then 25 MiB buckets
 DEFAULT_PCIE = Link(15.75e9, 10e-6, 0.8)
 
 
-def _zero(_elements: float) -> float:
+def zero_s(_elements: float) -> float:
     return 0.0
 
 
@@ -102,11 +102,11 @@ class Costs:
     nics: int = 1  # the parallel inter-machine rings of one phase are spread over them
     pcie: Link = DEFAULT_PCIE  # one GPU's link to host memory
     cpu_cores: int = 16  # the machine's CPU-compression pool, shared by its GPUs
-    cast_s: Callable[[float], float] = _zero  # fp32 <-> fp16 cast on the GPU, one way
-    compress_s: Callable[[float], float] = _zero  # GPU, one compression
-    decompress_s: Callable[[float], float] = _zero  # GPU, one payload
-    cpu_compress_s: Callable[[float], float] = _zero  # one CPU core
-    cpu_decompress_s: Callable[[float], float] = _zero
+    cast_s: Callable[[float], float] = zero_s  # fp32 <-> fp16 cast on the GPU, one way
+    compress_s: Callable[[float], float] = zero_s  # GPU, one compression
+    decompress_s: Callable[[float], float] = zero_s  # GPU, one payload
+    cpu_compress_s: Callable[[float], float] = zero_s  # one CPU core
+    cpu_decompress_s: Callable[[float], float] = zero_s
     payload_bytes: Callable[[float], float] = _dense_fp32  # one payload of that many elements
     # For compressors whose payload depends on the shape (low-rank): each round's bytes of
     # each tensor compressed alone (round, then gradient order); a bucket then uses its
@@ -118,7 +118,7 @@ class Costs:
     tensor_compress_s: tuple[float, ...] | None = None
     # Each bucket's communication finishes before backward goes on: PyTorch's
     # powerSGD_hook (Power-SGD*) ends with torch.cuda.synchronize in a callback that runs
-    # on the autograd thread (see `sim.strategies`), so nothing overlaps its buckets.
+    # on the autograd thread (see `strategies.lowrank`), so nothing overlaps its buckets.
     synchronous: bool = False
     # For compressors whose payload depends on the values (3LC, threshold): a bucket's
     # expected payload, given its tensors' indices and how many workers' gradients were
@@ -246,7 +246,7 @@ def _checked(option: Option, additive: bool, compressor: str) -> tuple:
     return tuple(second)
 
 
-class _Ctx:
+class SimContext:
     """Per-simulation constants: group sizes, links, the CPU share, cost caches."""
 
     def __init__(self, costs: Costs, numel: list[int]):
@@ -267,7 +267,7 @@ class _Ctx:
         self._layouts: dict[int, tuple[Option, tuple[tuple[Any, ...], ...]]] = {}
 
     def layout(self, option: Option) -> tuple[tuple[Any, ...], ...]:
-        """`option` checked against the cell's compressor, and what `_lower` reads of each
+        """`option` checked against the cell's compressor, and what `lower` reads of each
         of its steps that does not depend on the bucket, once per simulation: for an
         operation (True, is a compression, on the GPU, where it needs the data ("gpu" or
         "host"), the chunks it compresses: the product of the alltoall groups ahead of
@@ -420,15 +420,29 @@ def stream_of(level: str, machines: int) -> str:
 _Step = tuple[str, str, float, float, str, bool]
 
 
+def estimate_s(
+    option: Option,
+    bucket: list[int],
+    b: int,
+    costs: Costs,
+    numel: list[int],
+    elements: float | None = None,
+) -> float:
+    """The sum of the durations of bucket `b`'s steps under `option`, as if none
+    overlapped (HiPress's estimate of a partition alone, `strategies.baselines`)."""
+    steps, _ = lower(option, bucket, b, SimContext(costs, numel), elements)
+    return sum(step[2] for step in steps)
+
+
 def _ratio_payload(ratio: float) -> Callable[[float], float]:
     return lambda e: 4 * e * ratio
 
 
-def _lower(
+def lower(
     option: Option,
     bucket: list[int],
     b: int,
-    x: _Ctx,
+    x: SimContext,
     elements: float | None = None,
     fed: Sequence[float | None] | None = None,
     labels: bool = True,
@@ -478,7 +492,7 @@ def _lower(
         defer_at = _gpu_step(steps, defer_at, started, "compute", "compress",
                              c.cast_s(elements), label, True)  # fmt: skip
     for step in layout:
-        if step[0]:  # an operation (`_Ctx.layout` says what each field is)
+        if step[0]:  # an operation (`SimContext.layout` says what each field is)
             _, compress, on_gpu, place, chunks = step
             if loc != place:
                 steps.append(_copy_step(c, actor, place, held if comp else bpe * e * slices, tag))
@@ -645,7 +659,10 @@ def _copy_step(c: Costs, actor: str, to: str, nbytes: float, tag: str) -> _Step:
 
 
 def _summed_payload(
-    bucket_bytes: Callable[[tuple[int, ...], int], float], bucket: list[int], x: _Ctx, summed: int
+    bucket_bytes: Callable[[tuple[int, ...], int], float],
+    bucket: list[int],
+    x: SimContext,
+    summed: int,
 ) -> Callable[[float], float]:
     """A data-dependent compressor's payload at the expected ratio of this bucket, compressed
     from the sum of `summed` workers' gradients."""
@@ -690,7 +707,7 @@ def _simulate(
     add = tl.add if sync is None else _synced(tl, sync)
     last = add("compute", "forward", "forward", profile.forward_s)
     n = costs.gpus
-    x = _Ctx(costs, numel)
+    x = SimContext(costs, numel)
     tails: list[Job] = []
     rest: list[tuple[list[_Step], int, Job]] = []
     done = 0  # tensors whose backward is on the timeline
@@ -705,7 +722,7 @@ def _simulate(
             continue
         # this bucket's payloads as they were on the wire, in place of the size model's
         measured = None if payloads is None else payloads[b]
-        steps, cut = _lower(opt, bucket, b, x, None if sizes is None else sizes[b], measured)
+        steps, cut = lower(opt, bucket, b, x, None if sizes is None else sizes[b], measured)
         job = last
         if costs.synchronous:  # the whole chain now, and backward goes on after it
             for stream, kind, dur, nbytes, label, _ in steps:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from gcbench.sim.iteration import Costs, Plan, _Ctx, _lower
+from gcbench.sim.iteration import Costs, Plan, SimContext, lower
 from gcbench.sim.options import ROOTED
 from gcbench.zoo.profile import ModelProfile
 
@@ -158,7 +158,7 @@ class Kernel:
         self.profile, self.costs = profile, costs
         self.numel = [t.numel for t in profile.tensors]
         self._bw = [t.backward_s if t.backward_s > 0 else 0.0 for t in profile.tensors]
-        self.ctx = _Ctx(costs, self.numel)
+        self.ctx = SimContext(costs, self.numel)
         self.cache: dict[tuple[Any, ...], _Lowering] = {}
         self._seen: dict[tuple[int, int, int], tuple[list[int], Any, _Lowering]] = {}
         self._uses: dict[Any, tuple[int, int]] = {}
@@ -206,7 +206,7 @@ class Kernel:
                     n = self._prefix[hi + 1] - self._prefix[lo]
                 else:
                     n = sum(x.numel[i] for i in bucket)
-                size = float(n)  # what `_lower` computes from the bucket
+                size = float(n)  # what `lower` computes from the bucket
             tensors = None
         else:  # low-rank ratios are per tensor, 3LC's and threshold's per bucket (a run
             # marked as one: the bucket [0, 2] is not the run 0..2)
@@ -227,7 +227,7 @@ class Kernel:
         key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
-            lowered, cut = _lower(option, bucket, b, self.ctx, size, labels=False)
+            lowered, cut = lower(option, bucket, b, self.ctx, size, labels=False)
             steps = [(s[0], s[2] if s[2] > 0 else 0.0, s[5], s[1] == "comm") for s in lowered]
             pre, post = _per_stream(lowered, cut)
             hit = self.cache[key] = (
@@ -691,7 +691,7 @@ class Kernel:
                     sums.append((got[4], got[3]))
                 else:
                     # only the screen's survivors are timed: their steps kept then
-                    pre_s, post_s = _per_stream(*_lower(o, bucket, b, x, at, labels=False))
+                    pre_s, post_s = _per_stream(*lower(o, bucket, b, x, at, labels=False))
                     sums.append((pre_s.items(), post_s.items()))
             used: dict[str, float] = {}  # every stream an option uses (its seconds unused)
             for before, after in sums:
@@ -911,7 +911,7 @@ class Kernel:
 
 def _per_stream(steps: list[Any], cut: int) -> tuple[dict[str, float], dict[str, float]]:
     """A lowering's seconds per stream before its first step that waits for backward, and
-    from that one on (`iteration._lower`'s steps; negative seconds count as none)."""
+    from that one on (`iteration.lower`'s steps; negative seconds count as none)."""
     pre: dict[str, float] = {}
     post: dict[str, float] = {}
     for j, s in enumerate(steps):

@@ -1,4 +1,5 @@
-"""The planner's strategies (registered in `sim.strategies.BUILDERS`):
+"""The planner's strategies: a search per cell (`gcbench.plan`), its plan stored beside
+the cell's row.
 
 - `bytecomp-greedy`: ByteComp's plan alone: Algorithm 1 (`greedy.greedy` over the
   cell's option space, `plan.space`: the named options, or the whole space, after the
@@ -32,19 +33,19 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from gcbench.config.strategies import ADDITIVE
+from gcbench.compress.specs import ADDITIVE
 from gcbench.plan.greedy import fused_plan, greedy
 from gcbench.plan.offload import Order, algorithm2
 from gcbench.plan.space import Space, brute_space, planner_space
-from gcbench.sim.iteration import Costs, Plan, _zero
+from gcbench.sim.iteration import Costs, Plan, zero_s
 from gcbench.sim.kernel import Kernel, warm
+from gcbench.strategies.base import Step, Strategy, register
 
 if TYPE_CHECKING:
     from gcbench.config.models import Cell
-    from gcbench.sim.strategies import Step
     from gcbench.zoo.profile import ModelProfile
 
 PASSES = 1  # passes over the tensors (1: as the paper)
@@ -59,20 +60,12 @@ def free_compression(costs: Costs) -> Costs:
     """`costs` with compression, decompression and casts taking no time (GPU and CPU)."""
     return replace(
         costs,
-        cast_s=_zero,
-        compress_s=_zero,
-        decompress_s=_zero,
-        cpu_compress_s=_zero,
-        cpu_decompress_s=_zero,
+        cast_s=zero_s,
+        compress_s=zero_s,
+        decompress_s=zero_s,
+        cpu_compress_s=zero_s,
+        cpu_decompress_s=zero_s,
     )
-
-
-def _step(
-    plan: Plan, costs: Costs, planner_s: float, parts: dict[str, float] | None = None
-) -> list[Step]:
-    from gcbench.sim.strategies import Step
-
-    return [Step(plan, costs, planner_s=planner_s, planner_parts=parts or {})]
 
 
 def _best(profile: ModelProfile, costs: Costs, plans: list[Plan]) -> Plan:
@@ -91,16 +84,36 @@ def _space(cell: Cell) -> Space:
 # was free: bytecomp, bytecomp-greedy and upper-bound of one cell share Algorithms 1 and 2.
 _MADE: OrderedDict[tuple[str, bool], tuple[Plan, dict[str, float]]] = OrderedDict()
 _MADE_MOST = 64
-_REUSED = "_reused_s"  # in `parts` until `_planned`: the shared plan's planning time
+
+
+@dataclass
+class _Timing:
+    """One cell's planning time: seconds by stage, and the stages of a plan made for a
+    sibling cell and taken from `_MADE` (counted again: a cell's planner_s is what its
+    plan cost to make)."""
+
+    t0: float = field(default_factory=time.perf_counter)
+    parts: dict[str, float] = field(default_factory=dict)
+    reused_s: float = 0.0
+
+    def add(self, spent: dict[str, float]) -> None:
+        for k, v in spent.items():
+            old = self.parts.get(k, 0.0)
+            self.parts[k] = max(old, v) if k.endswith("capped") else old + v
+
+    def step(self, plan: Plan, costs: Costs) -> list[Step]:
+        """The planner strategies' one step: the plan and its planning time."""
+        elapsed = time.perf_counter() - self.t0 + self.reused_s
+        return [Step(plan, costs, planner_s=elapsed, planner_parts=self.parts)]
 
 
 def _greedy_plan(
-    cell: Cell, profile: ModelProfile, costs: Costs, parts: dict[str, float], free: bool = False
+    cell: Cell, profile: ModelProfile, costs: Costs, timing: _Timing, free: bool = False
 ) -> Plan:
     """Algorithm 1, then Algorithm 2 (CPU offload, `OFFLOAD_ORDER`; not under the
     `gpu_only` constraint), timing each; a plan this process made for a sibling cell
     (the same cell under another planner strategy) is taken as made, its planning time
-    counted again (a cell's planner_s is what its plan cost to make)."""
+    counted again."""
     key = (cell.model_copy(update={"strategy": "bytecomp-greedy"}).id, free)
     made = _MADE.get(key)
     if made is None:
@@ -111,17 +124,9 @@ def _greedy_plan(
     else:
         _MADE.move_to_end(key)
         spent = made[1]
-        again = spent.get("algorithm1_s", 0.0) + spent.get("algorithm2_s", 0.0)
-        parts[_REUSED] = parts.get(_REUSED, 0.0) + again
-    for k, v in spent.items():
-        parts[k] = max(parts.get(k, 0.0), v) if k.endswith("capped") else parts.get(k, 0.0) + v
+        timing.reused_s += spent.get("algorithm1_s", 0.0) + spent.get("algorithm2_s", 0.0)
+    timing.add(spent)
     return made[0]
-
-
-def _planned(plan: Plan, costs: Costs, t0: float, parts: dict[str, float]) -> list[Step]:
-    """The planner strategies' one step: the plan and its planning time."""
-    reused = parts.pop(_REUSED, 0.0)
-    return _step(plan, costs, time.perf_counter() - t0 + reused, parts)
 
 
 def _make_greedy_plan(
@@ -139,56 +144,103 @@ def _make_greedy_plan(
         buckets=BUCKETS,
     )
     t1 = time.perf_counter()
-    parts["algorithm1_s"] = parts.get("algorithm1_s", 0.0) + t1 - t0
+    parts["algorithm1_s"] = t1 - t0
     if not space.offload:
         return g.plan
     off = algorithm2(profile, costs, g.options, order=OFFLOAD_ORDER, fusion=cell.fusion)
-    parts["algorithm2_s"] = parts.get("algorithm2_s", 0.0) + time.perf_counter() - t1
+    parts["algorithm2_s"] = time.perf_counter() - t1
     # Algorithm 2's search past its cap fell back to deciding group by group: say so
-    parts["algorithm2_capped"] = max(parts.get("algorithm2_capped", 0.0), float(off.capped))
+    parts["algorithm2_capped"] = float(off.capped)
     return off.plan
 
 
-def bytecomp_greedy(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    warm()  # the kernel's compiled loop, loaded once a process: not a plan's time
-    t0 = time.perf_counter()
-    parts: dict[str, float] = {}
-    plan = _greedy_plan(cell, profile, costs, parts)
-    return _planned(plan, costs, t0, parts)
-
-
 def _bytecomp_plan(
-    cell: Cell, profile: ModelProfile, costs: Costs, parts: dict[str, float], free: bool = False
+    cell: Cell, profile: ModelProfile, costs: Costs, timing: _Timing, free: bool = False
 ) -> Plan:
-    planned = _greedy_plan(cell, profile, costs, parts, free)
+    planned = _greedy_plan(cell, profile, costs, timing, free)
     n = len(profile.tensors)
     uniform = [fused_plan(profile, [o] * n, cell.fusion) for o in _space(cell).uniform]
     return _best(profile, costs, [planned, *uniform])
 
 
-def bytecomp(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    warm()  # the kernel's compiled loop, loaded once a process: not a plan's time
-    t0 = time.perf_counter()
-    parts: dict[str, float] = {}
-    plan = _bytecomp_plan(cell, profile, costs, parts)
-    return _planned(plan, costs, t0, parts)
+class _Planner(Strategy):
+    compressor = "any"
+    planner = True
+
+    def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:
+        warm()  # the kernel's compiled loop, loaded once a process: not a plan's time
+        timing = _Timing()
+        plan, costs = self.plan(cell, profile, costs, timing)
+        return timing.step(plan, costs)
+
+    def plan(
+        self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
+    ) -> tuple[Plan, Costs]:
+        raise NotImplementedError
 
 
-def upper_bound(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    warm()  # the kernel's compiled loop, loaded once a process: not a plan's time
-    t0 = time.perf_counter()
-    parts: dict[str, float] = {}
-    free_costs = free_compression(costs)
-    mine = _bytecomp_plan(cell, profile, costs, parts)
-    replan = _bytecomp_plan(cell, profile, free_costs, parts, free=True)
-    plan = _best(profile, free_costs, [mine, replan])
-    return _planned(plan, free_costs, t0, parts)
+@register
+class BytecompGreedy(_Planner):
+    name = "bytecomp-greedy"
+    description = (
+        "ByteComp's Algorithms 1 and 2: per tensor, the option of the cell's space (the "
+        "whole option tree by default, `constraints: {space: named}` for fp32, fp32-2level, "
+        "fp16, allgather, allgather-2level) the simulator times fastest, then CPU offload"
+    )
+    source = "ByteComp §4.3, Algorithms 1 and 2"
+
+    def plan(
+        self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
+    ) -> tuple[Plan, Costs]:
+        return _greedy_plan(cell, profile, costs, timing), costs
 
 
-def brute_force(cell: Cell, profile: ModelProfile, costs: Costs) -> list[Step]:
-    from gcbench.plan.brute import brute_force as search
+@register
+class Bytecomp(_Planner):
+    name = "bytecomp"
+    description = (
+        "ByteComp: the best of its Algorithm 1 plan and the uniform strategies inside its "
+        "space"
+    )
+    source = "ByteComp §4 (Algorithms 1 and 2, against its uniform strategies)"
 
-    t0 = time.perf_counter()
-    best = search(profile, costs, space=brute_space(cell.constraints), fusion=cell.fusion)
-    elapsed = time.perf_counter() - t0
-    return _step(best.plan, costs, elapsed, {"brute_force_s": elapsed})
+    def plan(
+        self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
+    ) -> tuple[Plan, Costs]:
+        return _bytecomp_plan(cell, profile, costs, timing), costs
+
+
+@register
+class BruteForce(_Planner):
+    name = "brute-force"
+    description = (
+        "the fastest assignment of none, fp16, allgather and allgather-2level to every "
+        "tensor (models of at most 10 tensors)"
+    )
+    source = "ByteComp §6.3 (the optimum, for small models)"
+
+    def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:
+        from gcbench.plan.brute import brute_force as search
+
+        t0 = time.perf_counter()
+        best = search(profile, costs, space=brute_space(cell.constraints), fusion=cell.fusion)
+        elapsed = time.perf_counter() - t0
+        return [Step(best.plan, costs, planner_s=elapsed, planner_parts={"brute_force_s": elapsed})]
+
+
+@register
+class UpperBound(_Planner):
+    name = "upper-bound"
+    description = (
+        "bytecomp's plan (or a re-plan) with compression costing nothing: a bound, not a "
+        "strategy one can run"
+    )
+    source = "ByteComp Fig. 13 (the reference without compression costs)"
+
+    def plan(
+        self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
+    ) -> tuple[Plan, Costs]:
+        free_costs = free_compression(costs)
+        mine = _bytecomp_plan(cell, profile, costs, timing)
+        replan = _bytecomp_plan(cell, profile, free_costs, timing, free=True)
+        return _best(profile, free_costs, [mine, replan]), free_costs

@@ -1,22 +1,23 @@
-"""The runner's simulate backend: a `Cell` -> its model profile, its `Costs` (machine,
-links and compression costs, in seconds and bytes) and a plan of its fusion buckets with
-the strategy's option -> one simulated iteration (`gcbench.sim.iteration`).
+"""The simulate backend: a `Cell` -> its model profile, its `Costs` (machine, links and
+compression costs, in seconds and bytes) and its strategy's plans (`gcbench.strategies`)
+-> one simulated iteration (`gcbench.sim.iteration`).
 
-This adapter is the only part of `gcbench.sim` that reads a `Cell`; the timeline itself
-sees plain numbers. On one GPU there is no communication, so every strategy reduces to
-the compute time.
+The adapter between a `Cell` and the simulator, which sees plain numbers and never a
+cell; emulation reads a cell's profile and costs here too. On one GPU there is no
+communication, so every strategy reduces to the compute time.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from gcbench import strategies
 from gcbench.comm import Link, Machine, nvlink_machine, pcie_machine
 from gcbench.config.models import Cell
-from gcbench.config.strategies import PLANNERS, STRATEGIES, canonical
 from gcbench.errors import ConfigError
 from gcbench.sim.iteration import Costs, Plan, fuse, simulate
 from gcbench.sim.options import PRESETS, Option
@@ -44,8 +45,8 @@ __all__ = [
     "costs_for",
     "machine_for",
     "period_mean",
+    "period_of",
     "plan_for",
-    "round_bytes",
     "simulate_cell",
     "strategy_option",
 ]
@@ -101,7 +102,7 @@ def machine_for(cell: Cell) -> Machine:
 
 def strategy_option(strategy: str) -> Option:
     """The option a named strategy gives every bucket."""
-    return PRESETS[canonical(strategy)]
+    return PRESETS[strategies.canonical(strategy)]
 
 
 def costs_for(cell: Cell, option: Option | None = None) -> Costs:
@@ -118,7 +119,7 @@ def costs_for(cell: Cell, option: Option | None = None) -> Costs:
     compressed = (
         option.compressed
         if option is not None
-        else STRATEGIES[cell.strategy].compressor != "none"
+        else strategies.get(cell.strategy).compressor != "none"
     )
     if compressed:
         kw.update(_compressor_costs(cell))
@@ -140,19 +141,6 @@ def costs_for(cell: Cell, option: Option | None = None) -> Costs:
             for name, o in sorted((n.overrides or {}).items())
         ),
         **kw,
-    )
-
-
-def round_bytes(cell: Cell, profile: ModelProfile, step: int = 0) -> tuple[tuple[float, ...], ...]:
-    """Each round's payload bytes of each tensor at `step`, for low-rank compressors whose
-    factors follow each tensor's shape (PowerSGD: P, then Q with the vectors; ACP-SGD: P
-    on even steps, Q on odd ones)."""
-    from gcbench.compress import create
-
-    c: Any = create(cell.compressor.kind, **cell.compressor.params())
-    return tuple(
-        tuple(float(c.wire_bytes_for_shape(t.shape, step, round=r)) for t in profile.tensors)
-        for r in range(c.rounds)
     )
 
 
@@ -192,6 +180,8 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
     }
     if hasattr(compressor, "wire_bytes_for_shape"):  # low-rank: factors follow each shape
         profile = cell_profile(cell)
+        from gcbench.strategies.lowrank import round_bytes
+
         out["tensor_round_bytes"] = round_bytes(cell, profile)
         # per compressed matrix; a measured table's line, fitted on one matrix a call,
         # already holds one QR, so it is then counted once more per bucket
@@ -213,6 +203,23 @@ def orthogonalisation_s(profile: ModelProfile, rank: int) -> tuple[float, ...]:
     return tuple(0.0 if lowrank_view(t.shape, rank) is None else qr for t in profile.tensors)
 
 
+# Counters of real gradients' payloads on held-out backward passes, by name ("bytes":
+# threshold's kept values, "peaks": 3LC's peaks and encoded streams). They need torch and
+# the model, so `gcbench.cluster.backward` registers them here when it is imported (the
+# emulator imports it), and this backend never imports the emulator.
+HELD_OUT: dict[str, Callable[..., Any]] = {}
+
+
+def _held_out(name: str) -> Callable[..., Any]:
+    counter = HELD_OUT.get(name)
+    if counter is None:
+        raise RuntimeError(
+            "sizes of real gradients (compute_time: measured) are counted by "
+            "gcbench.cluster.backward: import it first"
+        )
+    return counter
+
+
 def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
     """A bucket's expected payload from its tensors' indices: on the gradient law, or —
     for real gradients (an emulated cell with `compute_time: measured`) — from real
@@ -225,8 +232,7 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
     numels = tuple(t.numel for t in profile.tensors)
     real = cell.mode == "emulate" and cell.compute_time == "measured"
     if real and hasattr(compressor, "counted_bytes"):  # threshold: its kept values counted
-        from gcbench.cluster.backward import held_out_bytes
-
+        held_out_bytes = _held_out("bytes")
         label = cell.compressor.label()
 
         def counted(bucket: tuple[int, ...], summed: int = 1) -> float:
@@ -235,8 +241,7 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
 
         return counted
     if real and hasattr(compressor, "observed_bytes"):  # 3LC: its peak and runs, observed
-        from gcbench.cluster.backward import held_out_peaks
-
+        held_out_peaks = _held_out("peaks")
         label, sparsity = cell.compressor.label(), float(compressor.sparsity)
         known: dict[tuple[tuple[int, ...], int], float] = {}
 
@@ -267,13 +272,24 @@ def _measured_table(path: str, sha256: str | None) -> Any:
     return read_costs(Path(path))[0]
 
 
+def period_of(cell: Cell, planned: Any = None) -> tuple[Any, list[Any]]:
+    """The cell's profile and its strategy's steps (`strategies.Step`: plan, costs,
+    weight), one period of them (ACP-SGD: P, then Q); emulated step k runs step k mod
+    the period. A planner's plan made already (`planned`, by the task that runs the
+    cell) is taken as it is: a planner's step runs with the cell's own costs, so nothing
+    is planned again."""
+    profile = cell_profile(cell)
+    strategy = strategies.get(cell.strategy)
+    if planned is not None and strategy.planner:
+        return profile, [strategies.Step(planned, costs_for(cell))]
+    return profile, strategy.build(cell, profile, costs_for(cell))
+
+
 def plan_for(cell: Cell, profile: ModelProfile, option: Option | None = None) -> Plan:
     """The cell's fusion buckets, each with the strategy's option (or `option`); for a
     strategy with a period, its first step's plan."""
     if option is None:
-        from gcbench.sim.strategies import BUILDERS
-
-        return BUILDERS[cell.strategy](cell, profile, costs_for(cell))[0].plan
+        return strategies.get(cell.strategy).build(cell, profile, costs_for(cell))[0].plan
     return Plan.uniform(fuse(profile, cell.fusion), option)
 
 
@@ -281,10 +297,10 @@ def simulate_cell(
     cell: Cell, option: Option | None = None, plan: Plan | None = None
 ) -> SimResult:
     """Simulate one iteration of `cell` (every bucket with `option` when given, or `plan`
-    when given, else the cell's strategy, `gcbench.sim.strategies`); a periodic
-    strategy's metrics are the weighted mean over its period and its spans those of the
-    first step."""
-    from gcbench.sim.strategies import BUILDERS, Step
+    when given, else the cell's strategy, `gcbench.strategies`); a periodic strategy's
+    metrics are the weighted mean over its period and its spans those of the first
+    step."""
+    from gcbench.strategies import Step
 
     profile = cell_profile(cell)
     if plan is not None:
@@ -296,13 +312,13 @@ def simulate_cell(
     elif option is not None:
         steps = [Step(Plan.uniform(fuse(profile, cell.fusion), option), costs)]
     else:
-        steps = BUILDERS[cell.strategy](cell, profile, costs)
+        steps = strategies.get(cell.strategy).build(cell, profile, costs)
     results = [simulate(profile, s.costs, s.plan, keep_jobs=i == 0) for i, s in enumerate(steps)]
     metrics = period_mean(profile, [r.metrics for r in results], [s.weight for s in steps])
     metrics["planner_s"] = steps[0].planner_s
     record = None
     metrics["plan_file"] = ""
-    if plan is None and option is None and cell.strategy in PLANNERS:
+    if plan is None and option is None and strategies.get(cell.strategy).planner:
         record = plan_record(cell, profile, steps[0].plan, metrics)
         record["planner_parts"] = dict(steps[0].planner_parts)
         metrics["plan_file"] = f"plans/{cell.id}.json.gz"
