@@ -18,6 +18,7 @@ along a chain, so their time tends to S/(eta B) plus one latency per hop.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -73,25 +74,50 @@ def _name(collective: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class Shape:
+    """One collective's cost over n ranks, as functions of n: `steps` latencies, `factor`
+    times S/(eta B), and `wire` times S for the mean bytes a rank sends."""
+
+    steps: Callable[[int], float]
+    factor: Callable[[int], float]
+    wire: Callable[[int], float]
+
+
+def _ring(n: int) -> float:
+    return (n - 1) / n
+
+
+def _hops(n: int) -> float:
+    return float(n - 1)
+
+
+# The table of DESIGN §7: ring reduce-scatter, allgather and alltoall move (n-1)/n of S;
+# an allreduce is both; a pipelined broadcast or reduce streams S once after n-1 hops;
+# an allgather of payloads and a gather receive (n-1) payloads of m bytes, one a step.
+SHAPES: dict[str, Shape] = {
+    "allreduce": Shape(lambda n: 2 * float(n - 1), lambda n: 2 * (n - 1) / n,
+                       lambda n: 2 * (n - 1) / n),
+    "reduce_scatter": Shape(_hops, _ring, _ring),
+    "allgather": Shape(_hops, _ring, _ring),
+    "alltoall": Shape(_hops, _ring, _ring),
+    "broadcast": Shape(_hops, lambda n: 1.0, _ring),
+    "reduce": Shape(_hops, lambda n: 1.0, _ring),
+    "allgather_payload": Shape(_hops, _hops, lambda n: n - 1),
+    "gather": Shape(_hops, _hops, _ring),
+}  # fmt: skip
+assert set(SHAPES) == set(COLLECTIVES)
+
+
 def cost_shape(collective: str, n: int) -> tuple[float, float]:
     """(steps, factor) of `collective` over `n` ranks: time = steps*alpha + factor*S/(eta B).
 
-    The table of DESIGN §7; `n <= 1` costs nothing, (0, 0).
+    The table of DESIGN §7 (`SHAPES`); `n <= 1` costs nothing, (0, 0).
     """
-    name = _name(collective)
+    shape = SHAPES[_name(collective)]
     if n <= 1:
         return 0.0, 0.0
-    steps = float(n - 1)
-    if name == "allreduce":
-        return 2 * steps, 2 * (n - 1) / n
-    if name in ("reduce_scatter", "allgather", "alltoall"):
-        return steps, (n - 1) / n
-    if name in ("broadcast", "reduce"):
-        # pipelined chain: n-1 hops to fill, then the whole array streams at link speed
-        return steps, 1.0
-    # allgather_payload, gather: every rank receives (n-1) payloads of m bytes (the root
-    # does, for gather), one per step
-    return steps, float(n - 1)
+    return shape.steps(n), shape.factor(n)
 
 
 def collective_s(collective: str, nbytes: float, n: int, link: Link) -> float:
@@ -169,14 +195,10 @@ def wire_bytes(collective: str, nbytes: float, n: int) -> float:
     ranks but one (the chain's tail, the root) send S, so the mean is (n-1)/n * S; in a
     gather the n-1 non-roots send m each, mean (n-1)/n * m.
     """
-    name = _name(collective)
+    shape = SHAPES[_name(collective)]
     if n <= 1 or nbytes <= 0:
         return 0.0
-    if name == "allreduce":
-        return ring_allreduce_wire_bytes(nbytes, n)
-    if name == "allgather_payload":
-        return (n - 1) * nbytes
-    return (n - 1) / n * nbytes
+    return shape.wire(n) * nbytes
 
 
 # nccl-tests' PERFORMANCE.md: busbw = algbw * factor, algbw = size / time.

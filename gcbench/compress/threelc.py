@@ -705,4 +705,4 @@ def bytes_at_cuts(peaks: np.ndarray, order: np.ndarray, cuts: np.ndarray) -> np.
     (`_threelc_jit.bytes_at_cuts`, compiled: loaded on first use)."""
     from gcbench.compress._threelc_jit import bytes_at_cuts as compiled
 
-    return compiled(peaks, order, cuts)  # type: ignore[no-any-return]
+    return compiled(peaks, order, cuts)

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gcbench.plan.space import NAMED
+from gcbench.sim.bounds import Slot
 from gcbench.sim.engine import no_gc
 from gcbench.sim.iteration import (
     BUCKET_BYTES,
@@ -68,7 +69,7 @@ from gcbench.sim.iteration import (
     parse_fusion,
     simulate,
 )
-from gcbench.sim.kernel import Checkpoints, Kernel, Slot
+from gcbench.sim.kernel import Checkpoints, Kernel
 from gcbench.sim.options import Option
 from gcbench.zoo.profile import ModelProfile
 

@@ -72,7 +72,7 @@ from gcbench.comm import (
 )
 from gcbench.errors import ConfigError
 from gcbench.sim.engine import Job, Timeline, no_gc
-from gcbench.sim.options import SECOND_STEP, Op, Option, check
+from gcbench.sim.options import COLLECTIVE_TABLE, Holding, Op, Option, check, second_steps
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.profile import ModelProfile
 
@@ -224,26 +224,11 @@ class Result:
 
 
 @lru_cache(maxsize=65536)
-def _checked(option: Option, additive: bool, compressor: str) -> tuple:
-    """Check `option` once per compressor kind; returns its phases' layout: for each step,
-    whether a phase is the second step of a divisible pair."""
+def _checked(option: Option, additive: bool, compressor: str) -> tuple[bool, ...]:
+    """Check `option` once per compressor kind; for each step, whether it is the second
+    step of a divisible pair (`options.second_steps`)."""
     check(option, additive=additive, compressor=compressor)
-    second = []
-    opened: list[str] = []  # levels of the divisible pairs whose second step is ahead
-    for s in option.steps:
-        if isinstance(s, Op):
-            second.append(False)
-            continue
-        # the second step of the pair its level opened last (`intra:rs inter:ag*
-        # intra:ag*`: the intra allgather closes the intra reduce-scatter's pair), as
-        # `cluster.execute` pairs them
-        closes = s.collective in SECOND_STEP.values() and bool(opened) and opened[-1] == s.level
-        second.append(closes)
-        if closes:
-            opened.pop()
-        elif s.collective in ("reduce_scatter", "alltoall"):
-            opened.append(s.level)
-    return tuple(second)
+    return second_steps(option.steps)
 
 
 class SimContext:
@@ -272,8 +257,9 @@ class SimContext:
         operation (True, is a compression, on the GPU, where it needs the data ("gpu" or
         "host"), the chunks it compresses: the product of the alltoall groups ahead of
         it for a compressor that cannot split a payload), for a phase (False, level,
-        collective, group size, stream, token, second step of a divisible pair, needs
-        device memory (inside one machine), crosses machines by rings)."""
+        collective's row of `options.COLLECTIVE_TABLE`, group size, stream, token, second
+        step of a divisible pair, needs device memory (inside one machine), crosses
+        machines by rings)."""
         known = self._layouts.get(id(option))
         if known is not None and known[0] is option:
             return known[1]
@@ -294,7 +280,8 @@ class SimContext:
                 continue
             level = s.level
             out.append((
-                False, level, s.collective, self.n[level], stream_of(level, self.M), s.token,
+                False, level, COLLECTIVE_TABLE[s.collective], self.n[level],
+                stream_of(level, self.M), s.token,
                 second[si], level == "intra" or (level == "flat" and self.M == 1),
                 level == "inter",
             ))  # fmt: skip
@@ -473,14 +460,10 @@ def lower(
     steps: list[_Step] = []
     defer_at = -1  # first step that waits for backward
     tag = f"bucket {b}" if labels else ""
-    # (no closures: the state below stays in fast locals; `_gpu_step` and `_copy_step`
-    # build the steps that need more than an append)
+    # (`_gpu_step` and `_copy_step` build the steps that need more than an append)
     started = False  # a phase has run: later GPU work waits on communication
-    e, slices, k, held = elements, 1, 1, 0.0
-    comp, own, loc, rings = False, True, "gpu", G
-    # workers' gradients summed into the dense values held, and into each payload held
-    # (a threshold payload compressed from a sum keeps more values: `compress.law`)
-    summed, psum = 1, 1
+    h = Holding(elements, G)  # what worker 0 holds (`options.Holding`)
+    loc = "gpu"
     compressions = 0  # the `c`s so far, for `fed`
     frames: list[list[Any]] = []  # rooted sections: [level, actor, changed]
     actor = "w0"
@@ -495,7 +478,7 @@ def lower(
         if step[0]:  # an operation (`SimContext.layout` says what each field is)
             _, compress, on_gpu, place, chunks = step
             if loc != place:
-                steps.append(_copy_step(c, actor, place, held if comp else bpe * e * slices, tag))
+                steps.append(_copy_step(c, actor, place, _bytes(h, bpe), tag))
                 loc = place
             if actor == "w0":
                 stream = "compute" if on_gpu else core
@@ -503,7 +486,7 @@ def lower(
                 stream = actor if on_gpu else actor + ":cpu"
             speed = 1.0 if on_gpu else x.cpu_speed
             if compress:  # per chunk for the alltoalls ahead, where it cannot split
-                per = e / chunks
+                per = h.e / chunks
                 f = c.compress_s if on_gpu else c.cpu_compress_s
                 seconds = chunks * f(per) / speed / rounds  # the first round's share
                 if on_gpu:
@@ -511,10 +494,10 @@ def lower(
                 label = f"{tag} compress" if labels else ""
                 defer_at = _gpu_step(steps, defer_at, started, stream, "compress", seconds, label,
                                      on_gpu)  # fmt: skip
-                summed *= k  # the pieces an uncompressed alltoall brought, summed first
-                psum = summed
-                if summed > 1 and c.bucket_bytes is not None:
-                    payload = _summed_payload(c.bucket_bytes, bucket, x, summed)
+                h.summed *= h.k  # the pieces an uncompressed alltoall brought, summed first
+                h.psum = h.summed
+                if h.summed > 1 and c.bucket_bytes is not None:
+                    payload = _summed_payload(c.bucket_bytes, bucket, x, h.summed)
                 # (a multi-round compressor's phase carries every round: low-rank sizes
                 # follow the shapes alone, the model's are exact)
                 measured = None
@@ -522,113 +505,79 @@ def lower(
                     measured = fed[compressions]
                 compressions += 1
                 made = payload(per) if measured is None else measured
-                held, k, own, comp = chunks * made, 1, True, True
+                h.held, h.k, h.own, h.comp = chunks * made, 1, True, True
                 last_compress = (stream, seconds, on_gpu)
                 if frames:
                     frames[-1][2] = True
             else:
-                count = slices * k - (1 if own else 0)
+                count = h.slices * h.k - (1 if h.own else 0)
                 if count > 0:
                     f = c.decompress_s if on_gpu else c.cpu_decompress_s
                     label = f"{tag} decompress" if labels else ""
                     defer_at = _gpu_step(steps, defer_at, started, stream, "decompress",
-                                         count * f(e) / speed, label, on_gpu)  # fmt: skip
-                summed = psum * k
-                e, slices, k, held, comp = e * slices, 1, 1, 0.0, False
+                                         count * f(h.e) / speed, label, on_gpu)  # fmt: skip
+                h.summed = h.psum * h.k
+                h.e, h.slices, h.k, h.held, h.comp = h.e * h.slices, 1, 1, 0.0, False
             continue
-        # a phase
-        _, level, coll, n, stream, token, second, device, inter = step
+        # a phase: its row of the collective table says what it does
+        _, level, row, n, stream, token, second, device, inter = step
         started = True
         if loc == "host" and device:  # GPU-to-GPU inside a machine needs device memory
-            steps.append(_copy_step(c, actor, "gpu", held if comp else bpe * e * slices, tag))
+            steps.append(_copy_step(c, actor, "gpu", _bytes(h, bpe), tag))
             loc = "gpu"
-        if coll in ("reduce", "gather") and n > 1:
+        if row.opens and n > 1:  # a rooted section: the root runs it for the group
             root = b % n
             frames.append([level, actor, False])
             if root:
                 actor = f"root:{level}:{root}"
         if n <= 1:
             continue  # a group of one: nothing to send (a rooted pair pushed no section)
-        name = "allgather_payload" if comp and coll == "allgather" else coll
-        if comp:
-            size = held
-        elif coll == "allgather":  # second step: the whole array of n shards
-            size = bpe * e * n
-        else:
-            size = bpe * e
+        size = row.size(h, bpe, n)
         label = f"{tag} {token}" if labels else ""
-        if coll in ("pushpull", "byteps"):
+        if row.servers:
             work = 0.0
-            if comp:  # the servers decompress every machine's payloads and recompress
-                core_s = rings * (n * c.cpu_decompress_s(e) + c.cpu_compress_s(e))
+            if h.comp:  # the servers decompress every machine's payloads and recompress
+                core_s = h.rings * (n * c.cpu_decompress_s(h.e) + c.cpu_compress_s(h.e))
                 work = core_s / (max(c.servers, 1) * c.server_cores)
-            dur, sent = x.servers_comm(coll, size, rings, work)
+            dur, sent = x.servers_comm(row.name, size, h.rings, work)
             steps.append((stream, "comm", dur, sent, label, False))
-            if comp:  # the servers sum every payload each machine's ranks pushed
-                k, own, psum = 1, False, psum * k * n
-            else:
-                summed *= n
+            row.after(h, n, second, level == "intra", G)  # the servers sum every push
             continue
-        if comp and rounds > 1 and coll not in ("allreduce", "reduce_scatter"):
+        if h.comp and rounds > 1 and not row.rounds:
             raise ConfigError(
                 [f"{c.compressor} has {rounds} rounds, each summed before the next: "
                  f"its payloads are allreduced or reduce-scattered, not {token}"]
             )  # fmt: skip
-        dur, sent = x.comm(level, name, size, rings if inter else G)
+        name = row.link(h.comp)
+        dur, sent = x.comm(level, name, size, h.rings if inter else G)
         steps.append((stream, "comm", dur, sent, label, False))  # a phase waits for none
-        for r in range(1, rounds if comp else 1):  # later rounds: compress, then send
+        for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
             label = f"{tag} compress round {r}" if labels else ""
             defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
                                  label, cgpu)  # fmt: skip
-            more = payloads[r](e)
-            dur, sent = x.comm(level, name, more, rings if inter else G)
+            more = payloads[r](h.e)
+            dur, sent = x.comm(level, name, more, h.rings if inter else G)
             label = f"{tag} {token} round {r}" if labels else ""
             steps.append((stream, "comm", dur, sent, label, False))
-        # what the rank holds afterwards
-        if coll in ("reduce_scatter", "allreduce", "reduce") and not comp:
-            summed *= n
-        if coll == "reduce_scatter":
-            e /= n
-            if comp:
-                held, k, own, psum = held / n, 1, False, psum * k * n
-            if level == "intra":
-                rings = G
-        elif coll == "alltoall":
-            e /= n
-            k *= n
-            if level == "intra":
-                rings = G
-        elif coll == "allgather":
-            if comp:
-                held *= n
-                if second:
-                    slices *= n
-                else:
-                    k *= n
-            else:
-                e *= n
-        elif coll == "allreduce":
-            if comp:
-                k, own, psum = 1, False, psum * k * n
-        elif coll in ("reduce", "gather"):
-            if comp:
-                held *= n
-                k *= n
-            if level == "intra":
-                rings = 1
-        elif coll == "broadcast" and frames and frames[-1][0] == level:
+        row.after(h, n, second, level == "intra", G)
+        if row.closes and frames and frames[-1][0] == level:
             _, outer, changed = frames.pop()
             if actor != "w0" and changed:
-                own = False  # worker 0 receives the root's recompressed aggregate
+                h.own = False  # worker 0 receives the root's recompressed aggregate
             actor = outer
     if loc == "host":
-        steps.append(_copy_step(c, actor, "gpu", held if comp else bpe * e * slices, tag))
+        steps.append(_copy_step(c, actor, "gpu", _bytes(h, bpe), tag))
     if option.fp16:
         label = f"{tag} cast fp32" if labels else ""
         defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
                              c.cast_s(elements), label, True)  # fmt: skip
     return steps, (defer_at if defer_at >= 0 else len(steps))
+
+
+def _bytes(h: Holding, bpe: int) -> float:
+    """The bytes a rank holds: its payloads, or its dense slices."""
+    return h.held if h.comp else bpe * h.e * h.slices
 
 
 def _gpu_step(

@@ -57,37 +57,179 @@ from gcbench.errors import ConfigError
 Level = Literal["flat", "intra", "inter"]
 Place = Literal["gpu", "cpu"]
 LEVELS: tuple[str, ...] = ("flat", "intra", "inter")
-COLLECTIVES: tuple[str, ...] = (
-    "allreduce",
-    "reduce_scatter",
-    "allgather",
-    "alltoall",
-    "reduce",
-    "broadcast",
-    "gather",
-    "pushpull",
-    "byteps",
-)
-SHORT = {
-    "allreduce": "ar",
-    "reduce_scatter": "rs",
-    "allgather": "ag",
-    "alltoall": "a2a",
-    "reduce": "red",
-    "broadcast": "bc",
-    "gather": "ga",
-    "pushpull": "ps",
-    "byteps": "byteps",
+
+
+@dataclass(slots=True)
+class Holding:
+    """What one rank holds between two steps of an option: the interpreter's state.
+
+    `e` dense elements per slice and `slices` distinct slices (a compressed allgather
+    that closes a pair brings n slices, one per rank); `k` payloads (or dense pieces)
+    per slice not summed yet; `held` the payload bytes held; `comp` whether the data is
+    compressed now and `own` whether one of the payloads held is this rank's own (it has
+    that contribution uncompressed, so it decompresses one fewer); `rings` the GPUs of a
+    machine that send across machines in parallel; `summed` and `psum` how many
+    workers' gradients were summed into the dense values and into each payload."""
+
+    e: float
+    rings: int
+    slices: int = 1
+    k: int = 1
+    held: float = 0.0
+    comp: bool = False
+    own: bool = True
+    summed: int = 1
+    psum: int = 1
+
+
+def _sum_payloads(h: Holding, n: int) -> None:
+    """The group's payloads summed into one (additive payloads, or at the servers)."""
+    h.k, h.own, h.psum = 1, False, h.psum * h.k * n
+
+
+def _after_allreduce(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    if h.comp:
+        _sum_payloads(h, n)
+    else:
+        h.summed *= n
+
+
+def _after_reduce_scatter(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    if not h.comp:
+        h.summed *= n
+    h.e /= n
+    if h.comp:  # additive payloads: each rank keeps its slice of their sum
+        h.held, h.k, h.own, h.psum = h.held / n, 1, False, h.psum * h.k * n
+    if intra:
+        h.rings = G
+
+
+def _after_alltoall(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    h.e /= n  # each rank keeps one slice, with the n ranks' pieces of it to sum
+    h.k *= n
+    if intra:
+        h.rings = G
+
+
+def _after_allgather(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    if not h.comp:
+        h.e *= n  # the whole array of n shards
+        return
+    h.held *= n
+    if second:  # the n ranks' slices (the pair's second step)
+        h.slices *= n
+    else:  # the n ranks' payloads of the same data, to sum
+        h.k *= n
+
+
+def _after_rooted(h: Holding, n: int, second: bool, intra: bool, G: int, sums: bool) -> None:
+    if sums and not h.comp:
+        h.summed *= n
+    if h.comp:  # the root holds every rank's payloads
+        h.held *= n
+        h.k *= n
+    if intra:  # one GPU of the machine (the root) goes on across machines
+        h.rings = 1
+
+
+def _after_reduce(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    _after_rooted(h, n, second, intra, G, sums=True)
+
+
+def _after_gather(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    _after_rooted(h, n, second, intra, G, sums=False)
+
+
+def _after_nothing(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    """Broadcast: every rank holds what the root held (the rooted section closes)."""
+
+
+After = Callable[[Holding, int, bool, bool, int], None]
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One row of the option interpreter: what a phase of this collective does. Read by
+    the simulator's lowering (`iteration.lower`), `declared_wire_bytes` and the
+    emulator (`cluster.execute`), so a collective is described here once.
+
+    `second`: as the first step of a divisible pair, the second step it takes (pruning
+    rule 3); `rooted`: to or from one root, rotating per bucket; `opens`/`closes`: a
+    rooted section (reduce, gather ... broadcast) that the root runs for the group;
+    `whole`: its size argument is the whole array of n shards (a dense allgather);
+    `servers`: through the CPU summation servers; `rounds`: every rank has the group's
+    sum after it, so a multi-round compressor (PowerSGD: P, then Q from the summed P) may
+    run its rounds through it; `after`: what a rank holds after it
+    (`Holding`), from the group size n, whether it closes a divisible pair, whether it
+    runs inside one machine, and the machine's GPUs."""
+
+    name: str
+    short: str
+    after: After
+    second: str | None = None
+    rooted: bool = False
+    opens: bool = False
+    closes: bool = False
+    whole: bool = False
+    servers: bool = False
+    rounds: bool = False
+
+    def link(self, compressed: bool) -> str:
+        """The link-level collective (`comm.collectives`) a phase is costed as: an
+        allgather of payloads forwards every rank's payload whole."""
+        return "allgather_payload" if compressed and self.name == "allgather" else self.name
+
+    def size(self, h: Holding, bpe: int, n: int) -> float:
+        """The phase's size argument (`comm.collectives`): the payload bytes held, or the
+        dense array (the whole of it for an allgather)."""
+        if h.comp:
+            return h.held
+        return bpe * h.e * n if self.whole else bpe * h.e
+
+
+COLLECTIVE_TABLE: dict[str, Collective] = {
+    c.name: c
+    for c in (
+        Collective("allreduce", "ar", _after_allreduce, rounds=True),
+        Collective("reduce_scatter", "rs", _after_reduce_scatter, "allgather", rounds=True),
+        Collective("allgather", "ag", _after_allgather, whole=True),
+        Collective("alltoall", "a2a", _after_alltoall, second="allgather"),
+        Collective("reduce", "red", _after_reduce, "broadcast", rooted=True, opens=True),
+        Collective("broadcast", "bc", _after_nothing, rooted=True, closes=True),
+        Collective("gather", "ga", _after_gather, "broadcast", rooted=True, opens=True),
+        # through the CPU summation servers (BytePS, DESIGN §7), across machines only:
+        # push, the servers sum (compressed: decompress, sum, recompress), pull; or
+        # BytePS's split between the servers and an allreduce among the machines
+        Collective("pushpull", "ps", _after_allreduce, servers=True),
+        Collective("byteps", "byteps", _after_allreduce, servers=True),
+    )
 }
+COLLECTIVES: tuple[str, ...] = tuple(COLLECTIVE_TABLE)
+SHORT = {c.name: c.short for c in COLLECTIVE_TABLE.values()}
 LONG = {v: k for k, v in SHORT.items()}
 # Pruning rule 3: a divisible scheme's first step fixes its second.
-SECOND_STEP = {
-    "reduce_scatter": "allgather",
-    "alltoall": "allgather",
-    "reduce": "broadcast",
-    "gather": "broadcast",
-}
-ROOTED = frozenset({"reduce", "gather", "broadcast"})
+SECOND_STEP = {c.name: c.second for c in COLLECTIVE_TABLE.values() if c.second is not None}
+ROOTED = frozenset(c.name for c in COLLECTIVE_TABLE.values() if c.rooted)
+
+
+def second_steps(steps: tuple[Step, ...]) -> tuple[bool, ...]:
+    """For each step of an option, whether it is the second step of a divisible pair:
+    the pair its level opened last (`intra:rs inter:ag* intra:ag*`: the intra allgather
+    closes the intra reduce-scatter's pair). Operations are never."""
+    out = []
+    opened: list[str] = []  # levels of the open pairs, innermost last
+    for s in steps:
+        if isinstance(s, Op):
+            out.append(False)
+            continue
+        row = COLLECTIVE_TABLE[s.collective]
+        closes = s.collective in SECOND_STEP.values() and bool(opened) and opened[-1] == s.level
+        out.append(closes)
+        if closes:
+            opened.pop()
+        elif row.second is not None and not row.rooted:
+            opened.append(s.level)
+    return tuple(out)
 
 
 # Schemes through CPU summation servers (BytePS, DESIGN §7), across machines only:
@@ -430,9 +572,8 @@ def declared_wire_bytes(
 ) -> float:
     """Mean bytes one GPU sends to synchronise a bucket of `elements` with `option`
     (all bytes on the wire / GPUs), from the option's phases alone: each phase's size
-    argument (`gcbench.comm.collectives`) follows the data — dense elements shrink by n in
-    a reduce-scatter or alltoall and grow by n in an allgather; payloads multiply when
-    gathered, allgathered or forwarded — and `gcbench.comm.wire_bytes` turns it into bytes
+    argument (`gcbench.comm.collectives`) follows what a rank holds (`Holding`, as
+    `COLLECTIVE_TABLE` changes it) and `gcbench.comm.wire_bytes` turns it into bytes
     sent. The simulator must put exactly these bytes on its streams."""
     from gcbench.comm import byteps_wire_bytes, wire_bytes
 
@@ -441,9 +582,10 @@ def declared_wire_bytes(
     if M * G <= 1:
         return 0.0
     bpe = 2 if option.fp16 else 4
-    e, held, comp, rings, total = float(elements), 0.0, False, G, 0.0
+    h = Holding(float(elements), G)
+    total = 0.0
     steps = option.steps
-    prev: Phase | None = None
+    second = second_steps(steps)
     for i, s in enumerate(steps):
         if isinstance(s, Op):
             if s.op == "c":
@@ -453,40 +595,21 @@ def declared_wire_bytes(
                         break
                     if t.collective == "alltoall" and not splittable:
                         chunks *= sizes[t.level]
-                held, comp = chunks * payload(e / chunks), True
+                h.held, h.comp = chunks * payload(h.e / chunks), True
             else:
-                comp = False
+                h.e, h.slices, h.k, h.comp = h.e * h.slices, 1, 1, False
             continue
         n = sizes[s.level]
-        is_second = prev is not None and prev.level == s.level and (
-            SECOND_STEP.get(prev.collective) == s.collective
-        )
-        prev = s
         if n <= 1:
             continue
-        name = "allgather_payload" if comp and s.collective == "allgather" else s.collective
-        size = held if comp else bpe * e * (n if s.collective == "allgather" else 1)
-        share = rings / G if s.level == "inter" else 1.0
-        coll = s.collective
-        if coll == "pushpull":  # each GPU pushes what it holds (and pulls as much)
+        row = COLLECTIVE_TABLE[s.collective]
+        size = row.size(h, bpe, n)
+        share = h.rings / G if s.level == "inter" else 1.0
+        if s.collective == "pushpull":  # each GPU pushes what it holds (and pulls as much)
             total += size * share
-            continue
-        if coll == "byteps":  # the machine's NICs carry BytePS's share of its rings' data
-            total += byteps_wire_bytes(size * rings, M, servers) / G
-            continue
-        total += wire_bytes(name, size, n) * share
-        if coll in ("reduce_scatter", "alltoall"):
-            e /= n
-            held = held / n if comp and coll == "reduce_scatter" else held
-            rings = G if s.level == "intra" else rings
-        elif coll in ("reduce", "gather"):
-            held *= n if comp else 1
-            rings = 1 if s.level == "intra" else rings
-        elif coll == "allgather":
-            if comp:
-                held *= n
-                if is_second:
-                    e *= n  # distinct slices: the dense result is n times larger
-            else:
-                e *= n
+        elif s.collective == "byteps":  # the machine's NICs carry BytePS's share of its rings'
+            total += byteps_wire_bytes(size * h.rings, M, servers) / G
+        else:
+            total += wire_bytes(row.link(h.comp), size, n) * share
+        row.after(h, n, second[i], s.level == "intra", G)
     return total
