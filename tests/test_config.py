@@ -323,7 +323,7 @@ def _valid_cells(small: bool):
     from gcbench import strategies
     from gcbench.compress.specs import ADDITIVE
     from gcbench.config import Cell
-    from gcbench.config.models import (
+    from gcbench.config.fields import (
         MAX_CORES,
         MAX_GPUS,
         MAX_GPUS_PER_MACHINE,

@@ -274,7 +274,7 @@ def test_sibling_planner_cells_share_one_plan_and_count_its_time():
     """bytecomp and bytecomp-greedy of one cell run Algorithms 1 and 2 once per process;
     the second cell's planner_s still counts what its plan cost to make, and its result
     is a fresh run's."""
-    from gcbench.plan import strategies as ps
+    from gcbench.strategies import planners as ps
 
     ps._MADE.clear()
     greedy_cell = simulate_cell(cell(strategy="bytecomp-greedy"))

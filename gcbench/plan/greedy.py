@@ -44,7 +44,7 @@ a neighbour's bucket, the other run's) leave the run a chance.
 The naive planner (`kernel=False`) fuses and simulates every candidate whole; tests
 check both return the same plan.
 
-Gcbench departs from the paper in one place, measured (`plan/strategies.py`): with
+Gcbench departs from the paper in one place, measured (`strategies/planners.py`): with
 `buckets=True`, GetBestOption also tries each option for the tensor's whole current
 bucket, since with fusion a tensor changed alone splits its bucket.
 """
@@ -230,6 +230,199 @@ def order(profile: ModelProfile) -> list[int]:
     return sorted(range(len(profile.tensors)), key=lambda i: (-profile.tensors[i].numel, i))
 
 
+class _Search:
+    """Algorithm 1's state while it runs (`greedy`): the incumbent S (options, fused
+    plan, time, the kernel's checkpoints), the candidates' slots per run of tensors, and
+    the counts of candidates timed and pruned."""
+
+    def __init__(
+        self,
+        profile: ModelProfile,
+        costs: Costs,
+        space: Sequence[Option],
+        start: Option,
+        fusion: str,
+        kernel: bool,
+    ):
+        self.profile, self.costs, self.fusion, self.start = profile, costs, fusion, start
+        self.fast = Kernel(profile, costs) if kernel else None
+        self.sizes = [t.numel * 4 for t in profile.tensors]
+        self.rule = parse_fusion(fusion)
+        self.n = len(profile.tensors)
+        self.choices = (start, *space)  # GetBestOption's order: S itself first
+        # bounds pay off over many options
+        self.prune = self.fast is not None and len(self.choices) >= PRUNE_FROM
+        self.where_in: dict[Option, list[int]] = {}
+        for k, o in enumerate(self.choices):
+            self.where_in.setdefault(o, []).append(k)
+        self.sims = 0
+        self.pruned = 0
+        # per (lo, hi), for this incumbent: the candidates' shape, its slot (None where
+        # the run is off the critical path) and a lower bound on each option there
+        self.slots: dict[tuple[int, int], tuple[Plan, Slot | None, np.ndarray | float]] = {}
+        self.options = [start] * self.n
+        self.best_s, self.plan, jobs = self.full(self.options)
+        self.jobs: list[object] | None = jobs
+        self.sims += 1
+        self.inc = self.incumbent()
+
+    def full(self, opts: list[Option]) -> tuple[float, Plan, list[object]]:
+        plan = fused_plan(self.profile, opts, self.fusion)
+        result = simulate(self.profile, self.costs, plan)
+        return result.iteration_s, plan, result.jobs  # type: ignore[return-value]
+
+    def incumbent(self) -> _Incumbent:
+        inc = _Incumbent.of(self.options, self.plan, self.sizes)
+        if self.fast is not None:
+            _, inc.checkpoints = self.fast.checkpoints(self.plan, inc.spans)
+        return inc
+
+    def accept(
+        self, lo: int, hi: int, k: int, got: tuple[float, Plan, list[object] | None]
+    ) -> None:
+        """S becomes S with tensors lo..hi set to option `k`, timed as `got`."""
+        self.options = list(self.options)
+        self.options[lo : hi + 1] = [self.choices[k]] * (hi + 1 - lo)
+        self.best_s, self.plan, self.jobs = got
+        self.inc = self.incumbent()
+        self.slots.clear()
+
+    def shaped(
+        self, lo: int, hi: int, limit: float
+    ) -> tuple[Plan, Slot | None, np.ndarray | float]:
+        """The incumbent with tensors lo..hi in a bucket of their own whatever its option
+        (a placeholder there), its slot, and a lower bound per option (`Kernel.screen`),
+        or one for all. First the shape without the run's steps is timed from the
+        checkpoint (a plain resume, a fifth of a slot's cost): no candidate of this shape
+        ends earlier, so where that passes `limit` (the run is off the critical path)
+        there is no slot. Cached for the incumbent: the bounds hold whatever the limit;
+        a single bound (no option can win) only while it passes the limit (a guard: a
+        limit falls below S's bar only in a visit that accepts, which clears the cache)."""
+        got = self.slots.get((lo, hi))
+        if got is not None and isinstance(got[2], float) and not got[2] > limit:
+            got = None
+        if got is None:
+            inc, fast = self.inc, self.fast
+            shape, at = candidate_plan(inc, lo, hi, _HOLE, self.sizes, self.rule)  # type: ignore[arg-type]
+            m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
+            assert fast is not None and inc.checkpoints is not None
+            empty = list(shape.options)
+            empty[m] = None
+            without = fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at)
+            if without > limit:
+                got = (shape, None, without)
+            else:
+                where = fast.slot(shape, inc.checkpoints, at, m, limit)
+                # past `top` (a bound that holds whatever the option) no option can win
+                low = where.top if where.top > limit else fast.screen(where, shape, self.choices)
+                got = (shape, where, low)
+            self.slots[lo, hi] = got
+        return got
+
+    def timed(self, lo: int, hi: int, k: int) -> tuple[float, Plan, list[object] | None]:
+        """The incumbent with tensors lo..hi set to option `k` of `choices`, timed exactly:
+        by the kernel from the first bucket it changes, or (naive) fused and simulated
+        whole."""
+        self.sims += 1
+        if self.fast is None:
+            trial = list(self.options)
+            trial[lo : hi + 1] = [self.choices[k]] * (hi + 1 - lo)
+            return self.full(trial)
+        plan, at = candidate_plan(self.inc, lo, hi, self.choices[k], self.sizes, self.rule)
+        return self.fast.iteration_s(plan, self.inc.checkpoints, at), plan, None
+
+    def sort_runs(
+        self, runs: list[tuple[int, int]]
+    ) -> tuple[int, list[int], list[tuple[int, int, int, set[int]]]]:
+        """The candidates of `runs`: how many there are, the positions (2k + r) to time
+        whole (every one where the kernel does not prune; else those that join a
+        neighbour's bucket, a plan of another shape, no bound) and the runs that get a
+        slot with the options they leave out (the run's own: S itself)."""
+        total = 0
+        exact: list[int] = []
+        slotted: list[tuple[int, int, int, set[int]]] = []
+        options = self.options
+        for r, (lo, hi) in enumerate(runs):
+            # the run's option when it has one: S itself, not a candidate
+            same: Option | None = options[lo]
+            if any(options[i] != same for i in range(lo + 1, hi + 1)):
+                same = None
+            skip = set(self.where_in.get(same, ())) if same is not None else set()
+            total += len(self.choices) - len(skip)
+            if not self.prune:
+                exact.extend(2 * k + r for k in range(len(self.choices)) if k not in skip)
+                continue
+            joined: set[int] = set()
+            for i in (lo - 1, hi + 1):
+                if 0 <= i < self.n:
+                    joined.update(self.where_in.get(options[i], ()))
+            joined -= skip
+            exact.extend(2 * k + r for k in joined)
+            slotted.append((r, lo, hi, skip | joined))
+        return total, exact, slotted
+
+    def get_best(self, runs: list[tuple[int, int]]) -> tuple[int, float, Plan, list[object] | None]:
+        """GetBestOption (lines 14-21) against the incumbent S: the candidates are S with
+        run r of `runs` set to option k of `choices`, in the order 2k + r (S itself
+        first). The winner is the first candidate that beats S by more than float noise
+        (time < S's x BETTER) and is within noise of the fastest (time <= fastest /
+        BETTER); S (position -1) where none beats it. Over a large space the candidates
+        that join a neighbour's bucket (no bound) are timed first, then run by run (the
+        whole bucket first) the run's slot and screen are built under the bar those
+        times have set, often past the run's own bound: then none is built. A run's
+        candidates are timed in the order of their screen bounds; one whose bound passes
+        `limit` is never timed. The rule does not depend on that order."""
+        best_s = self.best_s
+        low = math.inf  # the fastest candidate timed so far
+
+        def limit() -> float:
+            """A candidate whose lower bound passes this cannot win: it does not beat S by
+            more than noise, or it is not within noise of the fastest so far. It never
+            rises, so what it ruled out stays ruled out."""
+            return min(best_s * BETTER, low / BETTER) * PRUNE_MARGIN
+
+        found: list[tuple[int, float, Plan, list[object] | None]] = []
+
+        def take(pos: int, got: tuple[float, Plan, list[object] | None]) -> None:
+            nonlocal low
+            found.append((pos, *got))
+            if got[0] < low:
+                low = got[0]
+
+        total, exact, slotted = self.sort_runs(runs)
+        for pos in sorted(exact):
+            lo, hi = runs[pos % 2]
+            take(pos, self.timed(lo, hi, pos // 2))
+        # run by run, the whole bucket first (measured: 4% faster on bert-base than the
+        # tensor first), so that a run's slot and screen are built under the bar the
+        # candidates timed so far have set (often past the run's bound: none built)
+        fast = self.fast
+        for r, lo, hi, out in reversed(slotted):
+            assert fast is not None  # runs are slotted where the kernel prunes
+            shape, where, bounds = self.shaped(lo, hi, limit())
+            if where is None or isinstance(bounds, float):  # no option can win
+                continue
+            todo = sorted(
+                (bounds[k], k) for k in np.flatnonzero(bounds <= limit()).tolist() if k not in out
+            )
+            for bound, k in todo:
+                if bound > limit():
+                    break  # and so do the rest: sorted by their bounds
+                if fast.bound(where, shape, self.choices[k]) > limit():
+                    continue
+                chosen = list(shape.options)
+                chosen[where.bucket] = self.choices[k]
+                trial = Plan(shape.buckets, chosen)
+                self.sims += 1
+                take(2 * k + r, (fast.resume_at(trial, where), trial, None))
+        self.pruned += total - len(found)
+        if not low < best_s * BETTER:
+            return -1, best_s, self.plan, self.jobs
+        near = low / BETTER  # within noise of the fastest
+        winners = (f for f in found if f[1] < best_s * BETTER and f[1] <= near)
+        return min(winners, key=lambda f: f[0])
+
+
 @no_gc()  # thousands of short-lived tuples: collections would cost 5-10% (measured)
 def greedy(
     profile: ModelProfile,
@@ -249,173 +442,20 @@ def greedy(
     naive planner the tests compare with); the full simulator also times each accepted
     strategy, for the bubbles of its timeline."""
     t0 = time.perf_counter()
-    options = [start] * len(profile.tensors)
-    sims = 0
-    fast = Kernel(profile, costs) if kernel else None
-    sizes = [t.numel * 4 for t in profile.tensors]
-    rule = parse_fusion(fusion)
-
-    def full(opts: list[Option]) -> tuple[float, Plan, list[object]]:
-        plan = fused_plan(profile, opts, fusion)
-        result = simulate(profile, costs, plan)
-        return result.iteration_s, plan, result.jobs  # type: ignore[return-value]
-
-    def incumbent(opts: list[Option], plan: Plan) -> _Incumbent:
-        inc = _Incumbent.of(opts, plan, sizes)
-        if fast is not None:
-            _, inc.checkpoints = fast.checkpoints(plan, inc.spans)
-        return inc
-
-    # per (lo, hi), for this incumbent: the candidates' shape, its slot (None where the
-    # run is off the critical path) and a lower bound on each option of `choices` there
-    slots: dict[tuple[int, int], tuple[Plan, Slot | None, np.ndarray | float]] = {}
-    n = len(options)
-    pruned = 0
-    choices = (start, *space)  # GetBestOption's order: S itself first
-    prune = fast is not None and len(choices) >= PRUNE_FROM  # bounds pay off over many
-
-    def shaped(lo: int, hi: int, limit: float) -> tuple[Plan, Slot | None, np.ndarray | float]:
-        """The incumbent with tensors lo..hi in a bucket of their own whatever its option
-        (a placeholder there), its slot, and a lower bound per option (`Kernel.screen`),
-        or one for all. First the shape without the run's steps is timed from the
-        checkpoint (a plain resume, a fifth of a slot's cost): no candidate of this shape
-        ends earlier, so where that passes `limit` (the run is off the critical path)
-        there is no slot. Cached for the incumbent: the bounds hold whatever the limit;
-        a single bound (no option can win) only while it passes the limit (a guard: a
-        limit falls below S's bar only in a visit that accepts, which clears the cache)."""
-        got = slots.get((lo, hi))
-        if got is not None and isinstance(got[2], float) and not got[2] > limit:
-            got = None
-        if got is None:
-            shape, at = candidate_plan(inc, lo, hi, _HOLE, sizes, rule)  # type: ignore[arg-type]
-            m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
-            assert fast is not None and inc.checkpoints is not None
-            empty = list(shape.options)
-            empty[m] = None
-            without = fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at)
-            if without > limit:
-                got = (shape, None, without)
-            else:
-                where = fast.slot(shape, inc.checkpoints, at, m, limit)
-                # past `top` (a bound that holds whatever the option) no option can win
-                low = where.top if where.top > limit else fast.screen(where, shape, choices)
-                got = (shape, where, low)
-            slots[lo, hi] = got
-        return got
-
-    where_in: dict[Option, list[int]] = {}
-    for k, o in enumerate(choices):
-        where_in.setdefault(o, []).append(k)
-
-    def timed(lo: int, hi: int, k: int) -> tuple[float, Plan, list[object] | None]:
-        """The incumbent with tensors lo..hi set to option `k` of `choices`, timed exactly:
-        by the kernel from the first bucket it changes, or (naive) fused and simulated
-        whole."""
-        nonlocal sims
-        sims += 1
-        if fast is None:
-            trial = list(options)
-            trial[lo : hi + 1] = [choices[k]] * (hi + 1 - lo)
-            return full(trial)
-        plan, at = candidate_plan(inc, lo, hi, choices[k], sizes, rule)
-        return fast.iteration_s(plan, inc.checkpoints, at), plan, None
-
-    def get_best(runs: list[tuple[int, int]]) -> tuple[int, float, Plan, list[object] | None]:
-        """GetBestOption (lines 14-21) against the incumbent S: the candidates are S with
-        run r of `runs` set to option k of `choices`, in the order 2k + r (S itself
-        first). The winner is the first candidate that beats S by more than float noise
-        (time < S's x BETTER) and is within noise of the fastest (time <= fastest /
-        BETTER); S (position -1) where none beats it. Over a large space the candidates
-        that join a neighbour's bucket (no bound) are timed first, then run by run (the
-        whole bucket first) the run's slot and screen are built under the bar those
-        times have set, often past the run's own bound: then none is built. A run's
-        candidates are timed in the order of their screen bounds; one whose bound passes
-        `limit` is never timed. The rule does not depend on that order."""
-        nonlocal pruned, sims
-        low = math.inf  # the fastest candidate timed so far
-
-        def limit() -> float:
-            """A candidate whose lower bound passes this cannot win: it does not beat S by
-            more than noise, or it is not within noise of the fastest so far. It never
-            rises, so what it ruled out stays ruled out."""
-            return min(best_s * BETTER, low / BETTER) * PRUNE_MARGIN
-
-        found: list[tuple[int, float, Plan, list[object] | None]] = []
-
-        def take(pos: int, got: tuple[float, Plan, list[object] | None]) -> None:
-            nonlocal low
-            found.append((pos, *got))
-            if got[0] < low:
-                low = got[0]
-
-        total = 0
-        exact: list[int] = []  # positions timed whole: no bound (joining a neighbour)
-        slotted: list[tuple[int, int, int, set[int]]] = []  # runs with a shape of their own
-        for r, (lo, hi) in enumerate(runs):
-            # the run's option when it has one: S itself, not a candidate
-            same: Option | None = options[lo]
-            if any(options[i] != same for i in range(lo + 1, hi + 1)):
-                same = None
-            skip = set(where_in.get(same, ())) if same is not None else set()
-            total += len(choices) - len(skip)
-            if not prune:
-                exact.extend(2 * k + r for k in range(len(choices)) if k not in skip)
-                continue
-            # joining a neighbour's bucket gives a plan of another shape: timed whole
-            joined: set[int] = set()
-            for i in (lo - 1, hi + 1):
-                if 0 <= i < n:
-                    joined.update(where_in.get(options[i], ()))
-            joined -= skip
-            exact.extend(2 * k + r for k in joined)
-            slotted.append((r, lo, hi, skip | joined))
-        for pos in sorted(exact):
-            lo, hi = runs[pos % 2]
-            take(pos, timed(lo, hi, pos // 2))
-        # run by run, the whole bucket first (measured: 4% faster on bert-base than the
-        # tensor first), so that a run's slot and screen are built under the bar the
-        # candidates timed so far have set (often past the run's bound: none built)
-        for r, lo, hi, out in reversed(slotted):
-            assert fast is not None  # runs are slotted where the kernel prunes
-            shape, where, bounds = shaped(lo, hi, limit())
-            if where is None or isinstance(bounds, float):  # no option can win
-                continue
-            todo = sorted(
-                (bounds[k], k) for k in np.flatnonzero(bounds <= limit()).tolist() if k not in out
-            )
-            for bound, k in todo:
-                if bound > limit():
-                    break  # and so do the rest: sorted by their bounds
-                if fast.bound(where, shape, choices[k]) > limit():
-                    continue
-                chosen = list(shape.options)
-                chosen[where.bucket] = choices[k]
-                trial = Plan(shape.buckets, chosen)
-                sims += 1
-                take(2 * k + r, (fast.resume_at(trial, where), trial, None))
-        pruned += total - len(found)
-        if not low < best_s * BETTER:
-            return -1, best_s, plan, jobs
-        near = low / BETTER  # within noise of the fastest
-        winners = (f for f in found if f[1] < best_s * BETTER and f[1] <= near)
-        return min(winners, key=lambda f: f[0])
-
-    best_s, plan, jobs0 = full(options)
-    jobs: list[object] | None = jobs0
-    sims += 1
-    inc = incumbent(options, plan)
+    search = _Search(profile, costs, space, start, fusion, kernel)
     removed: set[int] = set()
     seen: Plan | None = None  # the plan Remove last looked at
 
     def remove() -> None:  # Remove(S, G): uncompressed tensors before a bubble
         nonlocal seen
+        plan, jobs = search.plan, search.jobs
         if plan is seen:  # nothing accepted since: the same tensors
             return
         seen = plan
         # the kernel's communication spans where it timed the plan, else the simulator's
-        cut = bubble_cut(plan, inc.spans) if jobs is None else before_bubbles(plan, jobs)
+        cut = bubble_cut(plan, search.inc.spans) if jobs is None else before_bubbles(plan, jobs)
         for i in cut:
-            if options[i] == start:
+            if search.options[i] == start:
                 removed.add(i)
 
     remove()
@@ -424,18 +464,19 @@ def greedy(
         for idx in order(profile):
             if idx in removed:
                 continue
-            group = plan.buckets[inc.bucket_of[idx]] if buckets else [idx]
+            inc = search.inc
+            group = search.plan.buckets[inc.bucket_of[idx]] if buckets else [idx]
             # a bucket is a run of tensors
             runs = [(idx, idx), (group[0], group[-1])] if len(group) > 1 else [(idx, idx)]
-            pos, s, p, j = get_best(runs)
+            pos, s, p, j = search.get_best(runs)
             if pos >= 0:  # S with one run's option replaced
                 lo, hi = runs[pos % 2]
-                options = list(options)
-                options[lo : hi + 1] = [choices[pos // 2]] * (hi + 1 - lo)
-                best_s, plan, jobs, changed = s, p, j, True
-                inc = incumbent(options, plan)
-                slots.clear()
+                search.accept(lo, hi, pos // 2, (s, p, j))
+                changed = True
             remove()
         if not changed:
             break
-    return Greedy(options, plan, best_s, sims, time.perf_counter() - t0, sorted(removed), pruned)
+    return Greedy(
+        search.options, search.plan, search.best_s, search.sims, time.perf_counter() - t0,
+        sorted(removed), search.pruned,
+    )  # fmt: skip

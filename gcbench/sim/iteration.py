@@ -442,14 +442,7 @@ def lower(
     layout = x.layout(option)
     if elements is None:
         elements = float(sum(x.numel[i] for i in bucket))
-    payloads: list[Callable[[float], float]] = [c.payload_bytes]
-    if c.tensor_round_bytes is not None:  # low-rank: this bucket's tensors' own ratio
-        payloads = [
-            _ratio_payload(sum(r[i] for i in bucket) / max(4 * elements, 1.0))
-            for r in c.tensor_round_bytes
-        ]
-    elif c.bucket_bytes is not None:  # 3LC, threshold: this bucket's expected ratio
-        payloads = [_summed_payload(c.bucket_bytes, bucket, x, 1)]
+    payloads = _bucket_payloads(c, bucket, x, elements)
     payload, rounds = payloads[0], len(payloads)
     # per-tensor GPU seconds of each compression of this bucket (low-rank QRs: bound by
     # launches, so a shard of every matrix costs as many as the whole)
@@ -471,9 +464,8 @@ def lower(
     last_compress = ("compute", 0.0, True)
 
     if option.fp16:
-        label = f"{tag} cast fp16" if labels else ""
         defer_at = _gpu_step(steps, defer_at, started, "compute", "compress",
-                             c.cast_s(elements), label, True)  # fmt: skip
+                             c.cast_s(elements), _named(tag, "cast fp16"), True)  # fmt: skip
     for step in layout:
         if step[0]:  # an operation (`SimContext.layout` says what each field is)
             _, compress, on_gpu, place, chunks = step
@@ -491,9 +483,8 @@ def lower(
                 seconds = chunks * f(per) / speed / rounds  # the first round's share
                 if on_gpu:
                     seconds += extra / rounds
-                label = f"{tag} compress" if labels else ""
-                defer_at = _gpu_step(steps, defer_at, started, stream, "compress", seconds, label,
-                                     on_gpu)  # fmt: skip
+                defer_at = _gpu_step(steps, defer_at, started, stream, "compress", seconds,
+                                     _named(tag, "compress"), on_gpu)  # fmt: skip
                 h.summed *= h.k  # the pieces an uncompressed alltoall brought, summed first
                 h.psum = h.summed
                 if h.summed > 1 and c.bucket_bytes is not None:
@@ -513,9 +504,9 @@ def lower(
                 count = h.slices * h.k - (1 if h.own else 0)
                 if count > 0:
                     f = c.decompress_s if on_gpu else c.cpu_decompress_s
-                    label = f"{tag} decompress" if labels else ""
                     defer_at = _gpu_step(steps, defer_at, started, stream, "decompress",
-                                         count * f(h.e) / speed, label, on_gpu)  # fmt: skip
+                                         count * f(h.e) / speed, _named(tag, "decompress"),
+                                         on_gpu)  # fmt: skip
                 h.summed = h.psum * h.k
                 h.e, h.slices, h.k, h.held, h.comp = h.e * h.slices, 1, 1, 0.0, False
             continue
@@ -533,33 +524,24 @@ def lower(
         if n <= 1:
             continue  # a group of one: nothing to send (a rooted pair pushed no section)
         size = row.size(h, bpe, n)
-        label = f"{tag} {token}" if labels else ""
+        label = _named(tag, token)
         if row.servers:
-            work = 0.0
-            if h.comp:  # the servers decompress every machine's payloads and recompress
-                core_s = h.rings * (n * c.cpu_decompress_s(h.e) + c.cpu_compress_s(h.e))
-                work = core_s / (max(c.servers, 1) * c.server_cores)
-            dur, sent = x.servers_comm(row.name, size, h.rings, work)
+            dur, sent = _servers_phase(x, row.name, h, n, size)
             steps.append((stream, "comm", dur, sent, label, False))
             row.after(h, n, second, level == "intra", G)  # the servers sum every push
             continue
         if h.comp and rounds > 1 and not row.rounds:
-            raise ConfigError(
-                [f"{c.compressor} has {rounds} rounds, each summed before the next: "
-                 f"its payloads are allreduced or reduce-scattered, not {token}"]
-            )  # fmt: skip
+            raise _rounds_error(c.compressor, rounds, token)
         name = row.link(h.comp)
         dur, sent = x.comm(level, name, size, h.rings if inter else G)
         steps.append((stream, "comm", dur, sent, label, False))  # a phase waits for none
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
-            label = f"{tag} compress round {r}" if labels else ""
             defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
-                                 label, cgpu)  # fmt: skip
+                                 _named(tag, f"compress round {r}"), cgpu)  # fmt: skip
             more = payloads[r](h.e)
             dur, sent = x.comm(level, name, more, h.rings if inter else G)
-            label = f"{tag} {token} round {r}" if labels else ""
-            steps.append((stream, "comm", dur, sent, label, False))
+            steps.append((stream, "comm", dur, sent, _named(tag, f"{token} round {r}"), False))
         row.after(h, n, second, level == "intra", G)
         if row.closes and frames and frames[-1][0] == level:
             _, outer, changed = frames.pop()
@@ -569,10 +551,50 @@ def lower(
     if loc == "host":
         steps.append(_copy_step(c, actor, "gpu", _bytes(h, bpe), tag))
     if option.fp16:
-        label = f"{tag} cast fp32" if labels else ""
         defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
-                             c.cast_s(elements), label, True)  # fmt: skip
+                             c.cast_s(elements), _named(tag, "cast fp32"), True)  # fmt: skip
     return steps, (defer_at if defer_at >= 0 else len(steps))
+
+
+def _named(tag: str, what: str) -> str:
+    """A step's label (`bucket <b> <what>`), empty where the bucket has no tag."""
+    return f"{tag} {what}" if tag else ""
+
+
+def _rounds_error(compressor: str, rounds: int, token: str) -> ConfigError:
+    return ConfigError(
+        [f"{compressor} has {rounds} rounds, each summed before the next: its payloads are "
+         f"allreduced or reduce-scattered, not {token}"]
+    )  # fmt: skip
+
+
+def _bucket_payloads(
+    c: Costs, bucket: list[int], x: SimContext, elements: float
+) -> list[Callable[[float], float]]:
+    """A bucket's payload bytes by elements compressed, one function per round: the
+    compressor's, or at this bucket's own ratio (low-rank: its tensors' factors; 3LC and
+    threshold: its expected size)."""
+    if c.tensor_round_bytes is not None:  # low-rank: this bucket's tensors' own ratio
+        return [
+            _ratio_payload(sum(r[i] for i in bucket) / max(4 * elements, 1.0))
+            for r in c.tensor_round_bytes
+        ]
+    if c.bucket_bytes is not None:  # 3LC, threshold: this bucket's expected ratio
+        return [_summed_payload(c.bucket_bytes, bucket, x, 1)]
+    return [c.payload_bytes]
+
+
+def _servers_phase(
+    x: SimContext, name: str, h: Holding, n: int, size: float
+) -> tuple[float, float]:
+    """(seconds, bytes sent) of a phase through the CPU summation servers; compressed,
+    the servers decompress every machine's payloads and recompress."""
+    c = x.c
+    work = 0.0
+    if h.comp:
+        core_s = h.rings * (n * c.cpu_decompress_s(h.e) + c.cpu_compress_s(h.e))
+        work = core_s / (max(c.servers, 1) * c.server_cores)
+    return x.servers_comm(name, size, h.rings, work)
 
 
 def _bytes(h: Holding, bpe: int) -> float:
