@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from functools import reduce
 from operator import add as _plus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -55,10 +55,39 @@ def per_stream(steps: list[Any], cut: int) -> tuple[dict[str, float], dict[str, 
     return pre, post
 
 
-# A stream's remaining jobs summed up for `_after`: before the candidate's deferred steps,
-# max(C_j + q_j) over all releases and over those that follow the backward, max(P_j + q_j),
-# the last C_j (both ways) and P_j; after them, the first three again
-_Stream = tuple[float, float, float, float, float, float, float, float, float]
+class StreamSums(NamedTuple):
+    """A stream's remaining jobs summed up for `_after` (release r, seconds d, tail q
+    each; C_j the end of job j served in order from the releases alone, P_j the seconds
+    up to j): before the candidate's deferred steps, max(C_j + q_j) over all releases
+    (`most_c`) and over those that follow the backward (`most_cm`), max(P_j + q_j)
+    (`most_p`), the last C_j both ways and P_j; after them, the first three again."""
+
+    most_c: float
+    most_cm: float
+    most_p: float
+    last_c: float
+    last_cm: float
+    last_p: float
+    then_c: float
+    then_cm: float
+    then_p: float
+
+
+def _served(jobs: list[tuple[float, float, float, float]]) -> tuple[float, ...]:
+    """`StreamSums`' six sums of one group of a stream's jobs, served in order."""
+    c = cm = most_c = most_cm = most_p = -math.inf
+    p = 0.0
+    for r, rm, d, q in jobs:
+        c = (c if c > r else r) + d
+        cm = (cm if cm > rm else rm) + d  # from the releases that move alone
+        p += d
+        if c + q > most_c:
+            most_c = c + q
+        if cm + q > most_cm:
+            most_cm = cm + q
+        if p + q > most_p:
+            most_p = p + q
+    return most_c, most_cm, most_p, c, cm, p
 # Per option of a space, for one bucket (`Kernel.screen`): the streams, each option's
 # seconds on each, and its chain's seconds before and after the first step that waits
 # (columns: each a stream, or for a root's stream (name, level, suffix), named per bucket;
@@ -91,7 +120,7 @@ class Slot:
     backward_base: float
     more_backward: bool
     free: dict[str, float]
-    streams: dict[str, _Stream]
+    streams: dict[str, StreamSums]
     top: float
     moving: float
     update: float
@@ -191,30 +220,16 @@ def slot(
     f = base.get("compute", 0.0)
     without = (f if f > tails else tails) + update  # the plan's time without it
     backward_end = ready  # the backward's earliest end from the backward alone
-    streams: dict[str, _Stream] = {}
+    streams: dict[str, StreamSums] = {}
     top = max(end, without if without > ends else ends, backward_end + update)
     moving = -math.inf
     for stream in {*free, *early, *late} if top <= bar else ():
         jobs = early.get(stream, []) + late.get(stream, [])
         # where the candidate's steps that wait for backward join the stream's order
         own_at = len(early.get(stream, ())) + pending.get(stream, 0)
-        parts = []
-        for part in (jobs[:own_at], jobs[own_at:]):
-            c = cm = most_c = most_cm = most_p = -math.inf
-            p = 0.0
-            for r, rm, d, q in part:
-                c = (c if c > r else r) + d
-                cm = (cm if cm > rm else rm) + d  # from the releases that move alone
-                p += d
-                if c + q > most_c:
-                    most_c = c + q
-                if cm + q > most_cm:
-                    most_cm = cm + q
-                if p + q > most_p:
-                    most_p = p + q
-            parts.append((most_c, most_cm, most_p, c, cm, p))
-        (a0, a0m, b0, c0, c0m, p0), (a2, a2m, b2, _, _, _) = parts
-        streams[stream] = (a0, a0m, b0, c0, c0m, p0, a2, a2m, b2)
+        a0, a0m, b0, c0, c0m, p0 = _served(jobs[:own_at])
+        a2, a2m, b2, _, _, _ = _served(jobs[own_at:])
+        streams[stream] = StreamSums(a0, a0m, b0, c0, c0m, p0, a2, a2m, b2)
         v = _after(streams[stream], free.get(stream, 0.0), 0.0, backward_end)
         if v > top:
             top = v
@@ -223,20 +238,8 @@ def slot(
         if v > moving:
             moving = v
     more = done < len(bw)  # tensors whose backward runs after the bucket's steps
-    slot = Slot(
-        m,
-        before,
-        rest,
-        last,
-        backward_end,
-        backward_base,
-        more,
-        free,
-        streams,
-        top,
-        moving,
-        update,
-    )
+    slot = Slot(m, before, rest, last, backward_end, backward_base, more, free, streams, top,
+                moving, update)  # fmt: skip
     if resume.arrays is not None and top <= bar:  # it may resume candidates: compiled
         slot.resume = resume
         slot.free_ids = self._ids(before.free)
@@ -474,11 +477,11 @@ def _enqueue(
     return t, moving, ends
 
 
-_IDLE: _Stream = (-math.inf,) * 5 + (0.0,) + (-math.inf,) * 3  # a stream with no jobs
+_IDLE = StreamSums(*(-math.inf,) * 5, 0.0, *(-math.inf,) * 3)  # a stream with no jobs
 
 
 def _after(
-    stream: _Stream,
+    stream: StreamSums,
     free: float,
     own: float,
     backward_end: float,
