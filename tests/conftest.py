@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 # Before anything imports ray: keep every Ray process on loopback, and offline.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -14,6 +15,24 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE: `fast` (the default: the README's
+# `python -m pytest`) and `ci` (`.ci/run`'s second pass reruns every hypothesis test with
+# it). A property test's examples are written relative to the profile's, `3 *
+# settings.default.max_examples`: the count it was tuned at under `ci` (100 a unit), a
+# tenth of it under `fast`; tests that fix a small count keep it under both.
+settings.register_profile("fast", max_examples=10)
+settings.register_profile("ci", max_examples=100)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items):
+    """A test that needs Ray (the `ray_local` fixture or the `ray` marker) is `slow`: it
+    stays out of the README's default run (`-m "not slow and not browser"`)."""
+    for item in items:
+        if item.get_closest_marker("ray") or "ray_local" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

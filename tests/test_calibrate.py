@@ -139,6 +139,7 @@ def iteration(machines: int, model: str, **network) -> float:
     return simulate_cell(c).metrics["iteration_s"]
 
 
+@pytest.mark.slow  # a two-parameter fit simulating 6 cells at each of its steps
 def test_end_to_end_points_fit_through_the_simulator(tmp_path):
     """Iteration times gcbench simulated at efficiency 0.45 and compute x 1.3: the fit
     finds both, from cells on one machine (compute alone) and across machines."""

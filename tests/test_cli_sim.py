@@ -375,6 +375,7 @@ def test_sizes_in_range(tmp_path):
 # --- huge clusters ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # every strategy twice under tracemalloc
 def test_simulation_cost_does_not_grow_with_identical_machines():
     """The simulator times worker 0 alone: the same spans, and about the same memory, for
     2 machines and 100,000 (checked for every strategy)."""

@@ -305,7 +305,7 @@ def test_wire_bytes_by_numel_uses_known_shapes():
     assert p.wire_bytes(36864, 0) == 4 * 4 * max(64 + 576, 192 + 192)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=settings.default.max_examples // 2, deadline=None)
 @given(shape=st.lists(st.integers(0, 40), min_size=0, max_size=4), r=st.integers(1, 40))
 def test_numel_formulas(shape, r):
     numel = math.prod(shape)

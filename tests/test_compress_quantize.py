@@ -195,7 +195,7 @@ def reference_pack(codes: list[int], width: int) -> list[int]:
     return list(stream.to_bytes(nbytes, "little")) if nbytes else []
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=3 * settings.default.max_examples // 2, deadline=None)
 @given(
     width=st.integers(1, 32),
     n=st.integers(0, 70),

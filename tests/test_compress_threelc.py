@@ -166,7 +166,7 @@ def trit_arrays(draw):
     return out[:2000]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=2 * settings.default.max_examples, deadline=None)
 @given(trit_arrays())
 def test_round_trip_lossless(trits):
     q = torch.tensor(trits, dtype=torch.int8)

@@ -433,7 +433,7 @@ def _worker_copy(cell):
     return type(cell).model_validate_json(cell.model_dump_json())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=3 * settings.default.max_examples, deadline=None)
 @given(cell=_valid_cells(small=False))
 def test_every_valid_cell_survives_the_trip_to_a_worker(cell):
     back = _worker_copy(cell)

@@ -379,7 +379,11 @@ def test_a_bad_plan_file_is_one_line(tmp_path, edit, message):
 # --- the exact kernel ----------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=3 * settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(case=cases())
 def test_the_kernel_equals_the_simulator_on_random_plans(case: Case):
     """Random synthetic models, clusters, costs and plans with any option of the whole
@@ -411,7 +415,11 @@ def test_a_bucket_of_scattered_tensors_is_not_the_run_between_them():
     assert kernel.iteration_s(scattered) == simulate(profile, costs, scattered).iteration_s
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=2 * settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(case=cases(), data=st.data())
 def test_a_candidate_resumed_from_checkpoints_times_as_a_fresh_run(case: Case, data):
     """`Kernel.iteration_s(plan, checkpoints, at)`: a plan sharing its first `at` buckets
@@ -436,7 +444,11 @@ def test_a_candidate_resumed_from_checkpoints_times_as_a_fresh_run(case: Case, d
     ).iteration_s(changed)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=2 * settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(case=cases(max_tensors=12), data=st.data())
 def test_a_candidate_with_more_or_fewer_buckets_resumes_exactly(case: Case, data):
     """A candidate as the planner builds it (`candidate_plan`: tensors lo..hi given one
@@ -472,7 +484,11 @@ def test_a_candidate_with_more_or_fewer_buckets_resumes_exactly(case: Case, data
     assert kernel.iteration_s(cand, inc.checkpoints, at) == want
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=4 * settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(case=cases(max_tensors=12), data=st.data())
 def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):
     """`Kernel.bound` prunes candidates: it must never pass the time it bounds, for any
@@ -504,25 +520,27 @@ def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):
         assert low <= kernel.resume_at(Plan(case.plan.buckets, options), slot) * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_the_screen_reads_one_table_for_every_bucket_of_a_class():
     """`Kernel.screen` keeps one table per bucket size and per which rooted groups have
-    GPU 0 as root (any other root: the same steps on its own streams). Over 70 equal
-    buckets of an 8 x 8 cluster, every root of every level, each bucket's screen from a
-    kernel that screened all the buckets before it equals a fresh kernel's, and bounds
-    every option's exact time."""
+    GPU 0 as root (any other root: the same steps on its own streams). Over 24 equal
+    buckets of a 2 x 4 cluster, every root of every level (each flat root three times),
+    each bucket's screen from a kernel that screened all the buckets before it equals a
+    fresh kernel's, and bounds every option's exact time."""
     from strategies import all_options
 
     from gcbench.sim.kernel import Kernel
 
-    profile = toy([2**16] * 70, [1e-4] * 70)
-    costs = costs_for(cell(cluster={"machines": 8, "gpus_per_machine": 8}))
+    n = 24  # small: every bucket's check builds a fresh kernel over all the buckets
+    profile = toy([2**16] * n, [1e-4] * n)
+    costs = costs_for(cell(cluster={"machines": 2, "gpus_per_machine": 4}))
     space = all_options(costs.additive)
     rooted = [o for o in space if any(p.collective in ("reduce", "gather") for p in o.phases)]
     assert len(rooted) > 20
-    plan = Plan([[i] for i in range(70)], [rooted[i % len(rooted)] for i in range(70)])
+    plan = Plan([[i] for i in range(n)], [rooted[i % len(rooted)] for i in range(n)])
     warm = Kernel(profile, costs)
     _, ck = warm.checkpoints(plan)
-    for m in range(70):
+    for m in range(n):
         slot = warm.slot(plan, ck, 0, m)
         low = warm.screen(slot, plan, space)
         cold = Kernel(profile, costs)
@@ -535,7 +553,11 @@ def test_the_screen_reads_one_table_for_every_bucket_of_a_class():
     assert len(warm._tables) < 10  # one size; GPU 0 the root or not, per level
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=2 * settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(case=cases())
 def test_the_kernels_communication_spans_are_the_simulators(case: Case):
     """Remove reads the bubbles from the kernel's spans where the kernel timed the plan:
@@ -556,7 +578,7 @@ def test_the_kernels_communication_spans_are_the_simulators(case: Case):
     assert bubble_cut(case.plan, spans) == before_bubbles(case.plan, jobs)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=3 * settings.default.max_examples, deadline=None)
 @given(
     sizes=st.lists(st.sampled_from([1, 1000, 2**16, 2**18, 2**20, 3 * 2**20]), min_size=1,
                    max_size=40),
@@ -599,7 +621,8 @@ def _planner_cases():
     for model in ("lstm", "vgg16"):
         c = cell(model=model, network={"inter_gbps": 25, "intra": "pcie"},
                  cluster={"machines": 8, "cpu_cores": 4})  # fmt: skip
-        out.append((model, cell_profile(c), costs_for(c)))
+        # the two zoo models: the longest plans (seconds each), run in the slow pass
+        out.append(pytest.param((model, cell_profile(c), costs_for(c)), marks=pytest.mark.slow))
     rng = random.Random(7)
     for k in range(20):
         n = rng.randint(2, 24)

@@ -146,7 +146,11 @@ def test_the_whole_space_is_never_worse_than_the_named_options():
         assert every["iteration_s"] <= named["iteration_s"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=3 * settings.default.max_examples // 5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     compressor=st.sampled_from(["dgc", "topk", "efsignsgd", "randomk", "fp16", "threelc"]),
     machines=st.integers(2, 4),

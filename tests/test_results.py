@@ -424,7 +424,7 @@ DAMAGE = st.one_of(
 
 
 @settings(
-    max_examples=60,
+    max_examples=3 * settings.default.max_examples // 5,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
