@@ -7,7 +7,7 @@
     ├── InfeasibleError          a cell that cannot run as configured (status `infeasible`)
     └── RunFailed                a run finished but some cells failed (`status` = exit code)
 
-Library code raises these; only `gcbench/cli.py` turns them into `error: ...` lines and an
+Library code raises these; only `gcbench/cli/` turns them into `error: ...` lines and an
 exit code (2 for ConfigError, 1 for RunFailed).
 """
 

@@ -18,7 +18,8 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from gcbench.cli import _progress_bar, app
+from gcbench.cli import app
+from gcbench.cli.progress import progress_bar
 
 runner = CliRunner()
 SIM = ["simulate", "--model", "resnet50", "--inter-gbps", "25"]
@@ -132,10 +133,10 @@ def test_simulate_errors_name_the_flag(flag, value, extra):
 
 
 def test_dumps_writes_non_finite_numbers_as_strings():
-    from gcbench.cli import _dumps
+    from gcbench.cli.common import dumps
 
     data = {"a": math.inf, "b": [-math.inf, math.nan, 1.5], "c": (2, None, "x"), "d": {"e": 0.0}}
-    assert strict(_dumps(data)) == {
+    assert strict(dumps(data)) == {
         "a": "inf",
         "b": ["-inf", "nan", 1.5],
         "c": [2, None, "x"],
@@ -254,7 +255,7 @@ def test_progress_keeps_done_and_total_in_a_narrow_console(console, width):
     """81933ad: at 80 columns the bar printed `0 failed · … resnet50 · …`: the suite
     name, the bar and done/total were squeezed out by the last cell's label."""
     buf = console(width)
-    with _progress_bar("smoke") as update:
+    with progress_bar("smoke") as update:
         for i in range(1, 31):
             update(progress(i, failed=i // 10))
     lines = visible(buf.getvalue())
@@ -268,7 +269,7 @@ def test_progress_keeps_done_and_total_in_a_narrow_console(console, width):
 def test_progress_at_columns_80(monkeypatch, capsys):
     """`COLUMNS=80 gcbench run ...`: the default console reads COLUMNS."""
     monkeypatch.setenv("COLUMNS", "80")
-    with _progress_bar("smoke") as update:
+    with progress_bar("smoke") as update:
         for i in range(1, 31):
             update(progress(i))
     lines = visible(capsys.readouterr().err)
@@ -276,10 +277,10 @@ def test_progress_at_columns_80(monkeypatch, capsys):
 
 
 def test_iteration_bar_keeps_done_and_total_in_a_narrow_console(console):
-    from gcbench.cli import _iteration_bar
+    from gcbench.cli.progress import iteration_bar
 
     buf = console(40)
-    with _iteration_bar("bench compressors with a long name") as tick:
+    with iteration_bar("bench compressors with a long name") as tick:
         for i in range(1, 163):
             tick(i, 162)
     (line,) = visible(buf.getvalue())
@@ -291,7 +292,7 @@ def test_progress_prints_its_last_state_once_around_ctrl_c(console):
     then the bar again: the bar stayed live while `run` printed its message. Now the
     SIGINT stops the bar first: its last state shows once, and the message comes last."""
     buf = console(80, terminal=True)
-    with _progress_bar("smoke") as update:
+    with progress_bar("smoke") as update:
         update(progress(7))
         try:
             os.kill(os.getpid(), signal.SIGINT)
@@ -332,14 +333,14 @@ def test_cuda_on_a_cpu_build_is_one_line(device, tmp_path):
 def test_cuda_index_beyond_the_visible_devices(monkeypatch):
     import torch
 
-    from gcbench.cli import _torch_device
+    from gcbench.cli.common import check_torch_device
     from gcbench.errors import ConfigError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    assert _torch_device("cuda") == "cuda" and _torch_device("cuda:1") == "cuda:1"
+    assert check_torch_device("cuda") == "cuda" and check_torch_device("cuda:1") == "cuda:1"
     with pytest.raises(ConfigError, match=r"no cuda:2; torch sees 2 CUDA device\(s\)"):
-        _torch_device("cuda:2")
+        check_torch_device("cuda:2")
 
 
 @pytest.mark.parametrize("device", ["mps", "cuda:x", "cpu:0", "cuda:", "gpu"])
@@ -362,7 +363,7 @@ def test_sizes_out_of_range_are_one_line(sizes, tmp_path):
 
 
 def test_sizes_in_range(tmp_path):
-    from gcbench.cli import _sizes
+    from gcbench.cli.choices import _sizes
 
     assert _sizes("10,26") == (1024, 2**26)
     assert _sizes("1024, 67108864") == (1024, 2**26)

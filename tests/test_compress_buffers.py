@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from gcbench.compress import base, chunks, create, names
-from gcbench.compress import quantize as q
+from gcbench.compress import stochastic as sq
 from gcbench.compress import threelc as t3
 from gcbench.compress.base import MAX_PHASES, Compressor, Payload
 
@@ -179,7 +179,7 @@ def fixed_uniforms(monkeypatch) -> None:
         g = torch.Generator().manual_seed(base.stable_seed(self.name, self.seed, key, step))
         return torch.rand(n, generator=g).to(x.device)
 
-    monkeypatch.setattr(q._Stochastic, "_uniform", uniform)
+    monkeypatch.setattr(sq._Stochastic, "_uniform", uniform)
 
 
 def run_paths(monkeypatch, name: str, x: torch.Tensor, steps: int = 2):
@@ -283,7 +283,7 @@ def test_threelc_sparse_dense_and_device_paths_agree(monkeypatch, data, sparse_m
 def test_chunked_uniforms_are_the_sequential_stream():
     n = 2 * chunks.CHUNK + 11
     out = np.empty(n, np.float32)
-    q._np_uniform_into(42, out)
+    sq._np_uniform_into(42, out)
     ref = np.random.Generator(np.random.PCG64(42)).random(n, dtype=np.float32)
     assert np.array_equal(out, ref)
 

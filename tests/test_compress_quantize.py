@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gcbench.compress import quantize as q
+from gcbench.compress import stochastic as sq
 from gcbench.compress.base import Payload
 from gcbench.compress.registry import create
 from gcbench.errors import ConfigError
@@ -22,8 +23,8 @@ CLASSES = {
     "efsignsgd": q.EFSignSGD,
     "signum": q.Signum,
     "onebit": q.OneBit,
-    "terngrad": q.TernGrad,
-    "qsgd": q.QSGD,
+    "terngrad": sq.TernGrad,
+    "qsgd": sq.QSGD,
 }
 NAMES = list(CLASSES)
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -83,7 +84,7 @@ def test_parameters_reach_the_compressors_and_are_checked():
         with pytest.raises(ConfigError):
             create(name, **params)
     with pytest.raises(ConfigError):
-        q.QSGD(levels=2**31)
+        sq.QSGD(levels=2**31)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -115,7 +116,7 @@ def test_wire_bytes_are_exact_for_every_size(name, backend):
 
 @pytest.mark.parametrize("levels", [1, 2, 3, 4, 7, 8, 15, 16, 64, 127, 128, 255, 1000, 2**20])
 def test_qsgd_uses_ceil_log2_2s_plus_1_bits(levels, backend):
-    c = q.QSGD(levels=levels)
+    c = sq.QSGD(levels=levels)
     b = math.ceil(math.log2(2 * levels + 1))
     assert c.width == q.code_width(levels) == b
     for n in (0, 1, 9, 100):
@@ -176,7 +177,7 @@ def test_numpy_and_torch_paths_agree(monkeypatch):
         out = []
         for use in (True, False):
             monkeypatch.setattr(q, "USE_NUMPY", use)
-            c = q.QSGD(levels=levels)
+            c = sq.QSGD(levels=levels)
             codes = c.rounded(flat, u, levels / float(flat.norm()), levels, c.width)
             out.append((codes.long(), q.pack_codes(codes, c.width)))
         assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
@@ -337,7 +338,7 @@ def mean_of_draws(c, x: torch.Tensor, draws: int) -> torch.Tensor:
 
 
 def test_terngrad_is_ternary_and_unbiased(backend):
-    c = q.TernGrad()
+    c = sq.TernGrad()
     x = torch.randn(64)
     x[0] = 0.0
     s = float(x.abs().max())
@@ -354,7 +355,7 @@ def test_terngrad_is_ternary_and_unbiased(backend):
 
 @pytest.mark.parametrize("levels", [1, 4, 16])
 def test_qsgd_is_unbiased(levels, backend):
-    c = q.QSGD(levels=levels)
+    c = sq.QSGD(levels=levels)
     x = torch.randn(64)
     norm = float(x.double().norm())
     draws = 2000
@@ -365,7 +366,7 @@ def test_qsgd_is_unbiased(levels, backend):
 
 
 def test_qsgd_rounds_to_the_neighbouring_levels():
-    c = q.QSGD(levels=8)
+    c = sq.QSGD(levels=8)
     x = torch.randn(1000)
     out = roundtrip(c, x).double()
     level = x.double().abs() / x.double().norm() * 8
@@ -374,7 +375,7 @@ def test_qsgd_rounds_to_the_neighbouring_levels():
 
 
 def test_stochastic_aggregate_sums_the_reconstructions(backend):
-    for c in (q.TernGrad(), q.QSGD()):
+    for c in (sq.TernGrad(), sq.QSGD()):
         workers = [torch.randn(33, dtype=torch.float16) for _ in range(4)]
         payloads = [c.compress(w, "k", 1) for w in workers]
         summed = sum(c.decompress(p, "k", 1).float() for p in payloads)

@@ -5,9 +5,10 @@
     payload = c.compress(grad, key="layer1.weight", step=0)
     grad_hat = c.decompress(payload, key="layer1.weight", step=0)
 
-Families (one module each): `cast` (none, fp16, bf16, int8), `sparsify` (topk, randomk,
-dgc, threshold), `quantize` (signsgd, efsignsgd, signum, onebit, terngrad, qsgd),
-`threelc`, `lowrank` (powersgd, acpsgd), `covap`; `memory` holds error feedback;
+Families (one module each, the quantize family two): `cast` (none, fp16, bf16, int8),
+`sparsify` (topk, randomk, dgc, threshold), `quantize` (signsgd, efsignsgd, signum,
+onebit) and `stochastic` (terngrad, qsgd), `threelc`, `lowrank` (powersgd, acpsgd),
+`covap`; `memory` holds error feedback;
 `specs` holds the torch-free parameter specs and presets that suites and `create` share.
 """
 

@@ -1,6 +1,8 @@
 """Quantizers: signsgd, efsignsgd, signum, onebit (1 bit an element), terngrad (2 bits),
 qsgd (⌈log₂(2s+1)⌉ bits). All six: family "quantize", one round, data-independent wire
 bytes, not additive (each worker's scale differs, and signs do not sum), not splittable.
+This module holds the bit packing, the base class (`Quantizer`) and the sign kinds; the
+stochastic ones, terngrad and qsgd, are in `stochastic`.
 
 Wire format (`Payload.wire_bytes == wire_bytes(numel, step)` exactly, for every size; n
 elements; every scalar is an fp32 tensor on the wire, present even when n = 0):
@@ -38,15 +40,7 @@ Conventions (judgement calls, the same in every compressor here):
   fp64 for fp64) and sent as fp32; reconstruction casts to the gradient's dtype.
 - Inputs must be finite (an inf makes every scale inf or NaN).
 
-Randomness (terngrad, qsgd): stochastic rounding of y = x·ratio to ⌊y + u⌋, u ~ U[0, 1),
-one uniform an element, from the seed `stable_seed(name, seed, key, step)`: the same
-(seed, key, step) draws the same numbers in every run. Workers that should round
-independently, as in the papers, are built with different `seed`s (e.g. their rank). On
-the CPU the uniforms come from numpy's PCG64 (about twice as fast as torch's CPU
-generator here), drawn chunk by chunk on the `chunks` pool from the generator advanced
-to each chunk's offset (the same stream as one draw); on other devices (and on the CPU
-with `base.HOST_FAST_PATHS = False`) from `generator(...)`, a torch.Generator on that
-device: the two streams differ, so results are reproducible per device type.
+Randomness (terngrad, qsgd): see `stochastic`.
 
 Host and device paths. On the CPU the sign kinds (signsgd, efsignsgd, onebit, and
 signum's signs) make one pass over the gradient, block by block on the `chunks` pool:
@@ -71,7 +65,7 @@ import torch
 from torch import Tensor
 
 from gcbench.compress import chunks
-from gcbench.compress.base import Buffers, Compressor, Payload, generator, host_path, stable_seed
+from gcbench.compress.base import Buffers, Compressor, Payload, host_path
 from gcbench.compress.registry import register
 from gcbench.errors import ConfigError
 
@@ -80,18 +74,17 @@ USE_NUMPY = True  # CPU tensors take the numpy paths; tests set it False to chec
 
 _NP_FLOATS = (torch.float16, torch.float32, torch.float64)
 _SAME_WIDTH_INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
-MAX_QSGD_LEVELS = 2**31 - 1  # codes of at most 32 bits
 
 
-def _host(t: Tensor) -> bool:
+def on_host(t: Tensor) -> bool:
     return USE_NUMPY and host_path(t)
 
 
-def _flat(grad: Tensor) -> Tensor:
+def flat(grad: Tensor) -> Tensor:
     return grad.detach().reshape(-1)
 
 
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
@@ -222,7 +215,7 @@ def _np_code_dtype(width: int) -> np.dtype:
     raise ValueError(f"codes of {width} bits")
 
 
-def _np_pack(
+def np_pack(
     codes: np.ndarray, width: int, scratch: _Scratch | None = None, out: np.ndarray | None = None
 ) -> np.ndarray:
     """Pack codes (1-D, values < 2^width) into ⌈n·width/8⌉ bytes: `out` if given, else a
@@ -268,7 +261,7 @@ def _np_pack_new(codes: np.ndarray, width: int, scratch: _Scratch | None = None)
     return np.packbits(bits.reshape(-1), bitorder="little")
 
 
-def _np_unpack(
+def np_unpack(
     packed: np.ndarray, n: int, width: int, scratch: _Scratch | None = None
 ) -> np.ndarray:
     """n codes as unsigned integers of the narrowest numpy width (uint8 for width <= 8);
@@ -317,7 +310,7 @@ def _on(device: torch.device, name: str, width: int) -> Tensor:
     return t
 
 
-def _torch_pack(codes: Tensor, width: int, out: Tensor | None = None) -> Tensor:
+def torch_pack(codes: Tensor, width: int, out: Tensor | None = None) -> Tensor:
     """The device path of `pack_codes` (the same bytes): widths dividing 8 as one weighted
     sum over each byte's codes (two elementwise kernels and a short reduction), others in
     little-endian words. Into `out` (uint8, ⌈n·width/8⌉) if given."""
@@ -326,7 +319,7 @@ def _torch_pack(codes: Tensor, width: int, out: Tensor | None = None) -> Tensor:
     if width > 8:
         shifts = torch.arange(width, device=dev)
         bits = (codes.long().unsqueeze(1) >> shifts) & 1
-        return _torch_pack(bits.reshape(-1), 1, out)
+        return torch_pack(bits.reshape(-1), 1, out)
     if width == 8:
         return codes.to(torch.uint8, copy=True) if out is None else out.copy_(codes)
     if 8 % width == 0:
@@ -348,13 +341,13 @@ def _torch_pack(codes: Tensor, width: int, out: Tensor | None = None) -> Tensor:
     return packed.clone() if out is None else out.copy_(packed)
 
 
-def _torch_unpack(packed: Tensor, n: int, width: int) -> Tensor:
+def torch_unpack(packed: Tensor, n: int, width: int) -> Tensor:
     """Codes as uint8 for width <= 8, int64 above."""
     if packed.numel() != packed_bytes(n, width):
         raise ValueError(f"{packed.numel()} bytes cannot hold {n} codes of {width} bits")
     dev = packed.device
     if width > 8:
-        bits = _torch_unpack(packed, n * width, 1).reshape(n, width).long()
+        bits = torch_unpack(packed, n * width, 1).reshape(n, width).long()
         return (bits << torch.arange(width, device=dev)).sum(1)
     if width == 8:
         return packed.clone()
@@ -373,19 +366,19 @@ def pack_codes(codes: Tensor, width: int) -> Tensor:
     """Pack integer codes in [0, 2^width) densely into ⌈n·width/8⌉ bytes (the module
     docstring's little-endian bit stream, zero padding)."""
     codes = codes.reshape(-1)
-    if _host(codes):
+    if on_host(codes):
         arr = codes.numpy()
         if codes.dtype != torch.bool:
             arr = arr.astype(_np_code_dtype(width), copy=False)
-        return torch.from_numpy(_np_pack(arr, width))
-    return _torch_pack(codes, width)
+        return torch.from_numpy(np_pack(arr, width))
+    return torch_pack(codes, width)
 
 
 def unpack_codes(packed: Tensor, n: int, width: int) -> Tensor:
     """The inverse of `pack_codes`: n codes as int64."""
-    if _host(packed):
-        return torch.from_numpy(_np_unpack(packed.numpy(), n, width).astype(np.int64))
-    return _torch_unpack(packed, n, width).long()
+    if on_host(packed):
+        return torch.from_numpy(np_unpack(packed.numpy(), n, width).astype(np.int64))
+    return torch_unpack(packed, n, width).long()
 
 
 def pack_bits(bits: Tensor) -> Tensor:
@@ -394,9 +387,9 @@ def pack_bits(bits: Tensor) -> Tensor:
 
 
 def unpack_bits(packed: Tensor, n: int) -> Tensor:
-    if _host(packed):
-        return torch.from_numpy(_np_unpack(packed.numpy(), n, 1).view(np.bool_))
-    return _torch_unpack(packed, n, 1).bool()
+    if on_host(packed):
+        return torch.from_numpy(np_unpack(packed.numpy(), n, 1).view(np.bool_))
+    return torch_unpack(packed, n, 1).bool()
 
 
 # Byte -> its 8/width codes, for decoding a whole byte by one table lookup.
@@ -418,22 +411,22 @@ def _take(table: Tensor, index: Tensor | np.ndarray) -> Tensor:
     return table[index.long()]
 
 
-def _decode(packed: Tensor, n: int, width: int, values: Tensor, dtype: torch.dtype) -> Tensor:
+def decode(packed: Tensor, n: int, width: int, values: Tensor, dtype: torch.dtype) -> Tensor:
     """n elements of `dtype`, element i = values[code i]; `values` (float64) holds the
     2^width code values. Widths dividing 8: one lookup per packed byte."""
     values = values.to(device=packed.device, dtype=dtype)
-    host = _host(packed)
+    host = on_host(packed)
     if 8 % width == 0:
         table = values[_on(packed.device, "codes", width)]
         return _take(table, packed.numpy() if host else packed).reshape(-1)[:n]
-    codes = _np_unpack(packed.numpy(), n, width) if host else _torch_unpack(packed, n, width)
+    codes = np_unpack(packed.numpy(), n, width) if host else torch_unpack(packed, n, width)
     return _take(values, codes)
 
 
 # --- compressors ---------------------------------------------------------------------------
 
 
-class _Quantizer(Compressor):
+class Quantizer(Compressor):
     family = "quantize"
 
     def __init__(self) -> None:
@@ -448,15 +441,15 @@ class _Quantizer(Compressor):
         """The packed sign bits of flat x (x < 0) in the payload buffer "signs", and on the
         host path (numpy floats) the per-chunk statistics of `_np_signs` (else [])."""
         out = bufs.get("signs", packed_bytes(x.numel(), 1), torch.uint8, x.device)
-        if _host(x) and x.dtype in _NP_FLOATS:
+        if on_host(x) and x.dtype in _NP_FLOATS:
             return out, _np_signs(x.numpy(), out.numpy(), stats)
-        _torch_pack(x < 0, 1, out)
+        torch_pack(x < 0, 1, out)
         return out, []
 
     def aggregate(self, payloads: list[Payload], key: str, step: int) -> Tensor:
         """The sum of the workers' reconstructions, accumulated in fp32 (fp64)."""
         first = payloads[0]
-        out = self.decompress(first, key, step).to(_acc_dtype(first.dtype), copy=True)
+        out = self.decompress(first, key, step).to(acc_dtype(first.dtype), copy=True)
         for p in payloads[1:]:
             out += self.decompress(p, key, step)
         return out.to(first.dtype)
@@ -498,18 +491,18 @@ def _np_signs(xn: np.ndarray, packed: np.ndarray, stats: str = "") -> list:
     return chunks.for_chunks(xn.size, chunk)
 
 
-def _set(buf: Tensor, *values: float) -> Tensor:
+def set_values(buf: Tensor, *values: float) -> Tensor:
     """Write host scalars into a small CPU payload buffer (rounded to its dtype)."""
     buf.numpy()[:] = values
     return buf
 
 
-class _SignVote(_Quantizer):
+class _SignVote(Quantizer):
     """Signs only; aggregation by majority vote (Bernstein et al. 2018)."""
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         values = torch.tensor([1.0, -1.0], dtype=torch.float64)
-        out = _decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
+        out = decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
         return out.reshape(payload.shape)
 
     def aggregate(self, payloads: list[Payload], key: str, step: int) -> Tensor:
@@ -534,7 +527,7 @@ class SignSGD(_SignVote):
     name = "signsgd"
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        signs, _ = self._signs(_flat(grad), self.buffers(key, step))
+        signs, _ = self._signs(flat(grad), self.buffers(key, step))
         return Payload({"signs": signs}, grad.shape, grad.dtype)
 
 
@@ -567,7 +560,7 @@ class Signum(_SignVote):
 
     def momentum_of(self, grad: Tensor, key: str, step: int) -> Tensor:
         """m_step for this key (flat), updating the state."""
-        g = _flat(grad).to(_acc_dtype(grad.dtype))
+        g = flat(grad).to(acc_dtype(grad.dtype))
         s = self._state.get(key)
         if s is None or (s.cur.shape, s.cur.dtype, s.cur.device) != (g.shape, g.dtype, g.device):
             s = self._state[key] = _Momentum(step, torch.zeros_like(g), torch.empty_like(g))
@@ -590,7 +583,7 @@ class Signum(_SignVote):
 
 
 @register
-class EFSignSGD(_Quantizer):
+class EFSignSGD(Quantizer):
     """EF-SignSGD's compressor (Karimireddy et al. 2019: C(x) = ‖x‖₁/d · sign(x)):
     sign bits and the fp32 scale ‖x‖₁/d. Error feedback is a separate `Memory`
     (`create_memory("residual")`); aggregation sums the workers' scaled signs.
@@ -603,18 +596,18 @@ class EFSignSGD(_Quantizer):
     name = "efsignsgd"
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        x = _flat(grad)
+        x = flat(grad)
         n = x.numel()
         bufs = self.buffers(key, step)
         scale = bufs.get("scale", 1, torch.float32, x.device)
         host_l1 = x.dtype in (torch.float32, torch.float64)
         signs, parts = self._signs(x, bufs, "l1" if host_l1 else "")
         if parts and host_l1:
-            _set(scale, sum(p[0] for p in parts) / n)
+            set_values(scale, sum(p[0] for p in parts) / n)
         elif not n:
             scale.zero_()
         else:  # torch's CPU kernel sums fp32 poorly (0.5% off at 2^24): fp64 there
-            acc = torch.float64 if x.device.type == "cpu" else _acc_dtype(x.dtype)
+            acc = torch.float64 if x.device.type == "cpu" else acc_dtype(x.dtype)
             norm = torch.linalg.vector_norm(x, 1, dtype=acc)
             scale.copy_(norm.double() / n)
         return Payload({"signs": signs, "scale": scale}, grad.shape, grad.dtype)
@@ -622,7 +615,7 @@ class EFSignSGD(_Quantizer):
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         s = payload.tensors["scale"].double()
         values = torch.cat([s, -s])  # bit 0: +scale, bit 1: −scale
-        out = _decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
+        out = decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
         return out.reshape(payload.shape)
 
     def wire_bytes(self, numel: int, step: int) -> int:
@@ -630,7 +623,7 @@ class EFSignSGD(_Quantizer):
 
 
 @register
-class OneBit(_Quantizer):
+class OneBit(Quantizer):
     """1-bit SGD's quantizer (Seide et al. 2014): one bit per element, its sign, plus
     the two reconstruction values — the mean of the elements quantized to each bit (here
     x ≥ 0 and x < 0; a bin with no elements has mean 0). Seide et al. keep the means per
@@ -640,7 +633,7 @@ class OneBit(_Quantizer):
     name = "onebit"
 
     def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        x = _flat(grad).to(_acc_dtype(grad.dtype))
+        x = flat(grad).to(acc_dtype(grad.dtype))
         n = x.numel()
         bufs = self.buffers(key, step)
         means = bufs.get("means", 2, torch.float32, x.device)
@@ -651,7 +644,7 @@ class OneBit(_Quantizer):
             n_neg = int(sum(p[0] for p in parts))
             # Σ max(x, 0) and Σ min(x, 0), each on its own: no cancellation between them.
             pos_sum, neg_sum = sum(p[1] for p in parts), sum(p[2] for p in parts)
-            _set(means, pos_sum / max(n - n_neg, 1), neg_sum / max(n_neg, 1))
+            set_values(means, pos_sum / max(n - n_neg, 1), neg_sum / max(n_neg, 1))
         else:  # the device path: no host synchronisation
             negatives = (x < 0).sum().double()
             sums = torch.stack([torch.clamp(x, min=0).sum(), torch.clamp(x, max=0).sum()])
@@ -661,183 +654,8 @@ class OneBit(_Quantizer):
 
     def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
         values = payload.tensors["means"].double()  # bit 0 (x ≥ 0), bit 1 (x < 0)
-        out = _decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
+        out = decode(payload.tensors["signs"], payload.numel, 1, values, payload.dtype)
         return out.reshape(payload.shape)
 
     def wire_bytes(self, numel: int, step: int) -> int:
         return packed_bytes(numel, 1) + 8
-
-
-def _np_uniform_into(seed: int, out: np.ndarray) -> None:
-    """out[:] = numpy's float32 uniforms of PCG64(seed), chunk by chunk on the pool: a
-    float32 uniform takes half of one 64-bit output (low half first), so the chunk at
-    (even) offset lo starts from the generator advanced by lo / 2 and the stream is the
-    one a single `random(out=...)` call would draw."""
-
-    def chunk(lo: int, hi: int) -> None:
-        bits = np.random.PCG64(seed)
-        bits.advance(lo // 2)
-        np.random.Generator(bits).random(dtype=np.float32, out=out[lo:hi])
-
-    chunks.for_chunks(out.size, chunk)
-
-
-class _Stochastic(_Quantizer):
-    """Stochastic rounding to integer levels: code = clamp(⌊x·ratio + u⌋, −s, s) + s with
-    u ~ U[0, 1). For y = x·ratio ≥ 0 that is ⌊y⌋ + 1 with probability y − ⌊y⌋, for y < 0
-    −(⌊|y|⌋ + 1) with probability |y| − ⌊|y|⌋: exactly the rounding of TernGrad (s = 1)
-    and QSGD, E[code − s] = y.
-
-    `ratio` is the fp32 scale's reciprocal (times s) taken in float64 and rounded to the
-    working precision, on both paths: the host passes it as a Python float, the device
-    path as a 0-d tensor, and the codes agree given the same uniforms."""
-
-    def __init__(self, seed: int = 0):
-        super().__init__()
-        self.seed = seed
-
-    def _uniform(self, n: int, x: Tensor, key: str, step: int) -> Tensor:
-        """n float32 uniforms in [0, 1) from the stable seed (name, seed, key, step); on the
-        host a view of scratch."""
-        parts = (self.name, self.seed, key, step)
-        if _host(x):
-            out = self._scratch.get("u", n, np.float32)
-            _np_uniform_into(stable_seed(*parts), out)
-            return torch.from_numpy(out)
-        return torch.rand(n, generator=generator(*parts, device=x.device), device=x.device)
-
-    def rounded(self, x: Tensor, u: Tensor, ratio: float | Tensor, s: int, width: int) -> Tensor:
-        """The codes clamp(⌊x·ratio + u⌋, −s, s) + s of flat x (uint8 up to 8 bits, else
-        int64), computed as clamp(x·ratio + u + s, 0, 2s) cast to an integer: the cast
-        truncates, which is ⌊·⌋ on [0, 2s]. (torch's CPU kernels run this arithmetic
-        faster than numpy's here; numpy wins on comparisons and bit packing.)"""
-        host = _host(x)
-        tmp = self._tensor("f", x.numel(), x.dtype) if host else None
-        y = torch.mul(x, ratio, out=tmp).add_(u).add_(s).clamp_(0, 2 * s)
-        if width > 8:
-            return y.long()
-        out = self._tensor("codes", x.numel(), torch.uint8) if host else None
-        return y.to(torch.uint8) if out is None else out.copy_(y)
-
-    @staticmethod
-    def _ratio(scale: Tensor, s: int, like: Tensor) -> Tensor:
-        """s / scale (fp32 scale, in float64; 0 where the scale is 0) in like's dtype."""
-        wide = scale.double()
-        return torch.where(wide > 0, s / wide, torch.zeros_like(wide)).to(like.dtype)
-
-    def _codes(self, x: Tensor, scale: float, s: int, width: int, key: str, step: int) -> Tensor:
-        """Host path: the packed codes' input, the rounding of x against `scale`."""
-        u = self._uniform(x.numel(), x, key, step)
-        return self.rounded(x, u, s / scale if scale > 0 else 0.0, s, width)
-
-    def _pack_into(self, codes: Tensor, width: int, out: Tensor) -> Tensor:
-        if _host(codes):
-            _np_pack(codes.numpy(), width, self._scratch, out.numpy())
-            return out
-        return _torch_pack(codes, width, out)
-
-
-@register
-class TernGrad(_Stochastic):
-    """TernGrad (Wen et al. 2017): s_t = max|x|, b_i ~ Bernoulli(|x_i| / s_t), the
-    receiver rebuilds s_t·sign(x_i)·b_i, an unbiased estimate of x. Sent as the 2-bit code
-    1 + sign(x_i)·b_i ∈ {0, 1, 2} (4 a byte) plus s_t in fp32. Per-tensor scaling (their
-    layer-wise ternarizing); the paper's optional gradient clipping is not applied."""
-
-    name = "terngrad"
-
-    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        x = _flat(grad).to(_acc_dtype(grad.dtype))
-        n = x.numel()
-        bufs = self.buffers(key, step)
-        scale = bufs.get("scale", 1, torch.float32, x.device)
-        packed = bufs.get("codes", packed_bytes(n, 2), torch.uint8, x.device)
-        if not n:
-            scale.zero_()
-        elif _host(x):
-            lo, hi = torch.aminmax(x)
-            _set(scale, float(np.float32(max(float(hi), -float(lo)))))
-            codes = self._codes(x, float(scale[0]), 1, 2, key, step)
-            self._pack_into(codes, 2, packed)
-        else:  # the device path: no host synchronisation
-            lo, hi = torch.aminmax(x)
-            scale.copy_(torch.maximum(hi, -lo).float())
-            u = self._uniform(n, x, key, step)
-            self._pack_into(self.rounded(x, u, self._ratio(scale[0], 1, x), 1, 2), 2, packed)
-        return Payload({"codes": packed, "scale": scale}, grad.shape, grad.dtype)
-
-    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
-        s = payload.tensors["scale"].double()
-        values = torch.tensor([-1.0, 0.0, 1.0, 0.0], dtype=torch.float64, device=s.device) * s
-        out = _decode(payload.tensors["codes"], payload.numel, 2, values, payload.dtype)
-        return out.reshape(payload.shape)  # code 3 is never sent
-
-    def wire_bytes(self, numel: int, step: int) -> int:
-        return packed_bytes(numel, 2) + 4
-
-
-@register
-class QSGD(_Stochastic):
-    """QSGD (Alistarh et al. 2017): Q_s(x_i) = ‖x‖₂ · sign(x_i) · ξ_i(x, s) / s, with
-    ξ_i = l + 1 with probability |x_i|/‖x‖₂·s − l and l otherwise (l = ⌊|x_i|/‖x‖₂·s⌋),
-    an unbiased estimate of x. Sent as the code s + sign(x_i)·ξ_i ∈ [0, 2s] in
-    b = ⌈log₂(2s+1)⌉ bits, densely packed, plus ‖x‖₂ in fp32. The whole tensor is one
-    bucket and codes have a fixed width (the paper's Elias coding of the levels is a
-    data-dependent refinement gcbench does not model).
-
-    Work is in fp32 for s <= 256 (x·s/‖x‖ + u + s then keeps >= 14 fractional bits, so the
-    rounding probabilities are exact to 2^-15 of a level), fp64 above and for fp64
-    gradients."""
-
-    name = "qsgd"
-
-    def __init__(self, levels: int = 16, seed: int = 0):
-        super().__init__(seed)
-        if not 1 <= levels <= MAX_QSGD_LEVELS:
-            raise ConfigError(f"qsgd: levels must be in [1, {MAX_QSGD_LEVELS}], got {levels}")
-        self.levels = levels
-        self.width = code_width(levels)
-
-    def _work(self, dtype: torch.dtype) -> torch.dtype:
-        return torch.float32 if dtype != torch.float64 and self.levels <= 256 else torch.float64
-
-    def compress(self, grad: Tensor, key: str, step: int, prev: Payload | None = None) -> Payload:
-        x = _flat(grad).to(self._work(grad.dtype))
-        n, s = x.numel(), self.levels
-        bufs = self.buffers(key, step)
-        norm = bufs.get("norm", 1, torch.float32, x.device)
-        packed = bufs.get("codes", packed_bytes(n, self.width), torch.uint8, x.device)
-        if not n:
-            norm.zero_()
-        elif _host(x):
-            _set(norm, float(torch.linalg.vector_norm(x, 2)))
-            codes = self._codes(x, float(norm[0]), s, self.width, key, step)
-            self._pack_into(codes, self.width, packed)
-        else:  # the device path: no host synchronisation
-            norm.copy_(torch.linalg.vector_norm(x, 2))
-            u = self._uniform(n, x, key, step)
-            codes = self.rounded(x, u, self._ratio(norm[0], s, x), s, self.width)
-            self._pack_into(codes, self.width, packed)
-        return Payload({"codes": packed, "norm": norm}, grad.shape, grad.dtype)
-
-    def decompress(self, payload: Payload, key: str, step: int) -> Tensor:
-        s, w = self.levels, self.width
-        norm_t = payload.tensors["norm"]
-        packed, n, dtype = payload.tensors["codes"], payload.numel, payload.dtype
-        step_t = norm_t.double() / s  # one level, from the fp32 norm, in float64
-        if 8 % w == 0:  # 2, 4 or 8 bits: one table lookup per byte
-            levels = torch.arange(2**w, dtype=torch.float64, device=norm_t.device) - s
-            return _decode(packed, n, w, levels * step_t, dtype).reshape(payload.shape)
-        work = self._work(dtype)
-        if _host(packed):
-            codes = _np_unpack(packed.numpy(), n, w, self._scratch)
-            if codes.dtype != np.uint8:
-                codes = codes.astype(np.int64)
-            out = torch.empty(n, dtype=work).copy_(torch.from_numpy(codes))
-            out.sub_(s).mul_(float(step_t))  # code − s is exact (an integer below 2^24)
-        else:
-            out = (_torch_unpack(packed, n, w).to(work) - s) * step_t.to(work)
-        return out.to(dtype).reshape(payload.shape)
-
-    def wire_bytes(self, numel: int, step: int) -> int:
-        return packed_bytes(numel, self.width) + 4

@@ -13,7 +13,16 @@ from gcbench.errors import ConfigError
 
 REGISTRY: dict[str, type[Compressor]] = {}
 MEMORIES: dict[str, type[Memory]] = {}
-FAMILY_MODULES = ("cast", "sparsify", "quantize", "threelc", "lowrank", "covap", "memory")
+FAMILY_MODULES = (
+    "cast",
+    "sparsify",
+    "quantize",
+    "stochastic",
+    "threelc",
+    "lowrank",
+    "covap",
+    "memory",
+)
 
 
 def register(cls: type[Compressor]) -> type[Compressor]:

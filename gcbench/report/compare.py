@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from gcbench.errors import ConfigError
-from gcbench.report.figures import per_cell, row_keys, value_text, varying
+from gcbench.report.labels import per_cell, row_keys, value_text, varying
 from gcbench.results.schema import CONFIG_COLUMNS
 from gcbench.results.store import load_results, resolve_run
 
@@ -115,7 +115,7 @@ def compare_page(pairs: pd.DataFrame, summary: dict[str, Any], title: str) -> tu
     matched cell of its Δ% (`html.write_compare` adds the table)."""
     import plotly.graph_objects as go
 
-    from gcbench.report.figures import MAX_BARS, esc
+    from gcbench.report.labels import MAX_BARS, esc
 
     fig = go.Figure()
     top = pairs.head(MAX_BARS)

@@ -39,7 +39,7 @@ import pandas as pd
 
 from gcbench.files import atomic_write, check_writable
 from gcbench.report import figures as F
-from gcbench.report.figures import (
+from gcbench.report.labels import (
     DERIVED,
     ORDER,
     per_cell,

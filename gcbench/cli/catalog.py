@@ -1,0 +1,222 @@
+"""Catalog commands: the shipped `networks`, `devices` and zoo `models`, one zoo `model`'s
+profile, and `profile` (a model measured on this host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gcbench.cli.common import JSON_HELP, app, check_torch_device, dumps, errors, writable
+from gcbench.cli.progress import iteration_bar
+from gcbench.errors import ConfigError
+
+
+@app.command()
+def networks(
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """List the shipped network profiles (suites: `network: {profile: NAME}`; simulate:
+    --network NAME): each one's values and where they come from."""
+    from gcbench.config.network_profile import preset_names, read_network_profile
+
+    rows = []
+    for name in preset_names():
+        profile, _, digest = read_network_profile(name)
+        rows.append({**profile.model_dump(exclude_none=True), "sha256": digest})
+    if json_out:
+        typer.echo(dumps(rows, indent=1))
+        return
+    for r in rows:
+        values = " ".join(f"{k}={v}" for k, v in r["network"].items())
+        extra = f" compute_scale={r['compute_scale']:g}" if r["compute_scale"] != 1 else ""
+        typer.echo(f"{r['name']}: {values}{extra}")
+        typer.echo(f"  {r['source']}")
+
+
+@app.command()
+def devices(
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """List the device table: peak rates and bandwidths (datasheet figures, with their
+    source) and where each device's efficiencies come from (fitted, measured or
+    borrowed from the V100 fit)."""
+    from dataclasses import asdict
+
+    from gcbench.zoo.devices import DEVICES
+
+    if json_out:
+        typer.echo(dumps([asdict(d) for d in DEVICES.values()], indent=1))
+        return
+    typer.echo(
+        f"{'device':<10} {'FP32':>6} {'TF32':>6} {'FP16':>6} {'memory':>7} {'PCIe':>6} "
+        f"{'NVLink':>6}  efficiencies"
+    )
+    typer.echo(f"{'':<10} {'TFLOP/s':>20} {'':>6} {'GB/s':>7} {'GB/s':>6} {'GB/s':>6}")
+    for d in DEVICES.values():
+        tf32 = f"{d.peak_tf32_tflops:g}" if d.peak_tf32_tflops else "-"
+        nvlink = f"{d.nvlink_gbs:g}" if d.nvlink_gbs else "-"
+        typer.echo(
+            f"{d.name:<10} {d.peak_fp32_tflops:>6g} {tf32:>6} {d.peak_fp16_tflops:>6g} "
+            f"{d.mem_bandwidth_gbs:>7g} {d.pcie_gbs:>6g} {nvlink:>6}  {d.efficiencies}"
+        )
+    typer.echo("\nsources:")
+    for d in DEVICES.values():
+        typer.echo(f"  {d.name}: {d.source}")
+
+
+@app.command()
+def models(
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """List the zoo's models: default batch and sequence length, parameters, size."""
+    from gcbench.zoo.catalog import MODELS
+
+    rows = [
+        {
+            "name": m.name,
+            "batch_size": m.batch_size,
+            "seq_len": m.seq_len,
+            "sample_unit": m.sample_unit,
+            "params": m.params,
+            "mib": round(m.params * 4 / 2**20, 2),
+            "description": m.description,
+            "reference": m.reference,
+        }
+        for m in MODELS.values()
+    ]
+    if json_out:
+        typer.echo(dumps(rows, indent=2))
+        return
+    typer.echo(f"{'model':<17} {'batch':>5} {'seq':>5} {'params':>12} {'MiB':>9}  description")
+    for r in rows:
+        seq = r["seq_len"] or "-"
+        typer.echo(
+            f"{r['name']:<17} {r['batch_size']:>5} {seq:>5} {r['params']:>12,} "
+            f"{r['mib']:>9.2f}  {r['description']}"
+        )
+
+
+def _positive(value: int | None, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise ConfigError([f"{flag} must be > 0, got {value}"])
+
+
+def _known_model(name: str) -> None:
+    import difflib
+
+    from gcbench.zoo.catalog import MODELS
+
+    if name not in MODELS:
+        close = difflib.get_close_matches(name, list(MODELS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError([f"unknown model {name!r}{hint}; valid: {', '.join(sorted(MODELS))}"])
+
+
+def _print_profile(p: Any, params_total: int) -> None:
+    typer.echo(f"model      {p.name}  ({p.source} profile on {p.device})")
+    seq = f", seq_len {p.seq_len}" if p.seq_len else ""
+    unit = "sequences" if p.sample_unit == "tokens" else p.sample_unit
+    typer.echo(f"batch      {p.batch_size} {unit}{seq}")
+    typer.echo(
+        f"params     {params_total:,}  ({params_total * 4 / 2**20:,.2f} MiB fp32), "
+        f"{len(p.tensors)} tensors"
+    )
+    typer.echo(
+        f"time       forward {p.forward_s * 1e3:.2f} ms · backward {p.backward_s * 1e3:.2f} ms"
+        f" · update {p.update_s * 1e3:.2f} ms · iteration {p.compute_s * 1e3:.2f} ms"
+    )
+    for note in p.notes:
+        typer.echo(f"note       {note}")
+    typer.echo("")
+    typer.echo(f"{'#':>4} {'tensor':<48} {'shape':<20} {'numel':>12} {'backward ms':>12}  layer")
+    for i, t in enumerate(p.tensors):
+        shape = "x".join(map(str, t.shape))
+        typer.echo(
+            f"{i:>4} {t.name:<48} {shape:<20} {t.numel:>12,} {t.backward_s * 1e3:>12.4f}  {t.layer}"
+        )
+
+
+@app.command()
+def model(
+    name: Annotated[str, typer.Argument(help="A zoo model (see `gcbench models`).")],
+    batch: Annotated[
+        int | None, typer.Option("--batch", help="Per-GPU batch (default: the zoo's).")
+    ] = None,
+    seq_len: Annotated[
+        int | None, typer.Option("--seq-len", help="Sequence length (sequence models).")
+    ] = None,
+    device: Annotated[
+        str,
+        typer.Option("--device", help="Device-table entry (see `gcbench devices`)."),
+    ] = "v100",
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Show a zoo model's FLOP-based profile: parameters, fp32 size, forward, backward and
+    update times on a device, and every gradient tensor in the order it becomes ready."""
+    with errors():
+        from gcbench.zoo.devices import DEVICES
+
+        _known_model(name)
+        _positive(batch, "--batch")
+        _positive(seq_len, "--seq-len")
+        if device not in DEVICES:
+            raise ConfigError([f"unknown device {device!r}; valid: {', '.join(sorted(DEVICES))}"])
+        from gcbench.zoo.catalog import MODELS
+        from gcbench.zoo.profile import model_profile
+        from gcbench.zoo.profile_io import to_json
+
+        if seq_len is not None and MODELS[name].seq_len is None:
+            raise ConfigError([f"--seq-len: {name} is not a sequence model"])
+        p = model_profile(name, batch, device, seq_len)
+    if json_out:
+        out = to_json(p)
+        out.update(params=p.numel, mib=p.numel * 4 / 2**20, backward_s=p.backward_s)
+        typer.echo(dumps(out, indent=1))
+        return
+    _print_profile(p, p.numel)
+
+
+@app.command()
+def profile(
+    name: Annotated[str, typer.Argument(help="A zoo model (see `gcbench models`).")],
+    torch_device: Annotated[
+        str, typer.Option("--torch-device", help="Where torch runs: cpu or cuda[:N].")
+    ] = "cpu",
+    batch: Annotated[
+        int | None, typer.Option("--batch", help="Per-GPU batch (default: the zoo's).")
+    ] = None,
+    seq_len: Annotated[
+        int | None, typer.Option("--seq-len", help="Sequence length (sequence models).")
+    ] = None,
+    iterations: Annotated[int, typer.Option("--iterations", help="Timed iterations.")] = 5,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed iterations first.")] = 2,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Write the profile file here (default: profiles/MODEL-DEVICE.json)."
+        ),
+    ] = None,
+) -> None:
+    """Measure a model on this host: real forward/backward/update iterations on random
+    data, with a hook timestamping each gradient as it becomes ready. Writes a profile file
+    (JSON, docs/profile-format.md) that a suite can use as the model's profile."""
+    with errors():
+        _known_model(name)
+        _positive(batch, "--batch")
+        _positive(seq_len, "--seq-len")
+        _positive(iterations, "--iterations")
+        if warmup < 0:
+            raise ConfigError([f"--warmup must be >= 0, got {warmup}"])
+        check_torch_device(torch_device)
+        from gcbench.zoo.measure import measure_profile
+        from gcbench.zoo.profile_io import write_profile
+
+        target = out or Path("profiles") / f"{name}-{torch_device.replace(':', '')}.json"
+        writable(target, "--out")
+        with iteration_bar(f"profile {name}") as tick:
+            p = measure_profile(name, batch, seq_len, torch_device, warmup, iterations, tick)
+        write_profile(p, target)
+    _print_profile(p, p.numel)
+    typer.echo(f"\nprofile: {target}")

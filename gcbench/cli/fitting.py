@@ -1,0 +1,141 @@
+"""Fitting commands: `calibrate` (a network profile fitted to measured points) and
+`reproduce` (the papers' published figures, fitted on one and predicted on the others)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gcbench.cli.common import JSON_HELP, app, dumps, errors, opt
+
+
+@app.command()
+def calibrate(
+    points: Annotated[
+        Path,
+        typer.Argument(
+            help="Measurements: a POINTS YAML file (docs/calibration.md) or an nccl-tests "
+            "*_perf output, read as is."
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the fitted network profile here.")
+    ] = None,
+    fit: Annotated[
+        str,
+        typer.Option(
+            "--fit",
+            help="Parameters to fit, comma-separated: inter_efficiency, inter_latency_us, "
+            "intra_efficiency, intra_latency_us, compute_scale.",
+        ),
+    ] = "inter_efficiency",
+    network: Annotated[
+        str | None,
+        typer.Option(
+            "--network",
+            help="The testbed's network (a profile's name or file) where POINTS gives none, "
+            "e.g. for an nccl-tests output; POINTS' own network fields override it.",
+        ),
+    ] = None,
+    inter_gbps: Annotated[
+        float | None,
+        opt(
+            "--inter-gbps",
+            "The machines' line rate the points were measured at (Gbit/s), "
+            "over POINTS' and --network's.",
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Fit a network profile to measured points: collective timings (yours, or
+    nccl-tests output) or end-to-end iteration times, scaling factors or throughputs.
+    Prints the fit (values, R², each point's residual); --out writes the profile, which
+    suites name as `network: {profile: FILE}` and simulate as --network FILE."""
+    from gcbench import calibrate as cal
+    from gcbench.config.network_profile import dump_network_profile
+    from gcbench.files import atomic_write, check_writable
+
+    params = [p.strip() for p in fit.split(",") if p.strip()]
+    with errors():
+        if out is not None:
+            check_writable(out, "--out", file=True)
+        fitted = cal.calibrate(points, params, network, inter_gbps)
+        if out is not None:
+            atomic_write(out, dump_network_profile(fitted).encode())
+    profile = fitted.model_dump(exclude_none=True)
+    if json_out:
+        typer.echo(dumps(profile, indent=1))
+        return
+    report = profile["fit"]
+    values = ", ".join(f"{k} = {v:g}" for k, v in report["parameters"].items())
+    typer.echo(f"fitted {values} on {len(report['points'])} points ({report['method']})")
+    typer.echo(
+        f"R² {'n/a' if report['r2'] is None else format(report['r2'], '.4f')} (relative "
+        "weights); median |relative error| "
+        f"{report['median_abs_relative_error']:.1%}"
+    )
+    worst = sorted(report["points"], key=lambda r: -abs(r["relative_error"]))[:5]
+    for r in worst:
+        typer.echo(
+            f"  {r['relative_error']:+7.1%}  measured {r['measured']:.6g}  predicted "
+            f"{r['predicted']:.6g}  {r['point']}"
+        )
+    for p in report["bound_hits"]:
+        typer.echo(
+            f"warning: {p} ended on a bound of its range; the points may want a value "
+            "gcbench does not allow (check the line rates)",
+            err=True,
+        )
+    if out is not None:
+        typer.echo(f"profile: {out}")
+
+
+@app.command()
+def reproduce(
+    published: Annotated[
+        Path, typer.Option("--published", help="The published figures (a YAML data file).")
+    ] = Path("suites/repro/published.yaml"),
+    out: Annotated[
+        Path, typer.Option("--out", help="Where the page goes: <out>/index.html.")
+    ] = Path("reports/reproduction"),
+    only: Annotated[
+        str | None, typer.Option("--only", help="One testbed (e.g. acpsgd-10gbe).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Reproduce the papers' published figures: per testbed, fit at most two network
+    parameters on one designated figure, predict the others, and write a page of
+    published against gcbench (in-sample rows marked, misses with their causes)."""
+    import yaml
+
+    from gcbench import repro
+    from gcbench.files import check_writable
+
+    with errors():
+        check_writable(out, "--out")
+        rows, fits = repro.reproduce(published, only)
+        causes_path = published.with_name("causes.yaml")
+        causes = yaml.safe_load(causes_path.read_text()) if causes_path.is_file() else {}
+        page = repro.write_page(rows, fits, causes or {}, out)
+    s = repro.summary(rows)
+    if json_out:
+        typer.echo(dumps({"summary": s, "fits": fits, "figures": repro.rows_json(rows)}, indent=1))
+        return
+    med = s["median_abs_error_out_of_sample"]
+    typer.echo(
+        f"{s['figures']} figures, {s['expressible']} expressible, {s['out_of_sample']} out of "
+        f"sample: median |error| {'n/a' if med is None else f'{med:.1%}'}, "
+        f"{len(s['beyond_25pct'])} beyond 25%"
+    )
+    for name, f in fits.items():
+        values = ", ".join(f"{k} = {v:.4g}" for k, v in f["parameters"].items())
+        typer.echo(f"  {name}: fitted on {f['figure']}: {values}")
+    for r in rows:
+        if r.error is not None:
+            mark = " (in sample)" if r.in_sample else ""
+            typer.echo(
+                f"  {r.error:+7.1%}  {r.published:10.4g} → {r.predicted:10.4g}  {r.id}{mark}"
+            )
+    typer.echo(f"page: {page}")
