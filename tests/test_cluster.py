@@ -546,9 +546,16 @@ def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retr
     runner.start()
     killed_at = None
     deadline = time.monotonic() + 120
+    me = psutil.Process()
     while killed_at is None and time.monotonic() < deadline and runner.is_alive():
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            if (p.info["cmdline"] or [""])[0].startswith("ray::Worker.run"):
+        # this test's Ray instance runs under this process (its raylet is a child): only
+        # its workers are candidates, never another Ray's on the host
+        for p in me.children(recursive=True):
+            try:
+                mine = (p.cmdline() or [""])[0].startswith("ray::Worker.run")
+            except psutil.Error:
+                continue
+            if mine:
                 p.send_signal(signal.SIGKILL)
                 killed_at = time.monotonic()
                 break
