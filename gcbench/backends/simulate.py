@@ -230,7 +230,7 @@ def _bucket_bytes(cell: Cell, compressor: Any) -> Any:
     on the law) and sum."""
     profile = cell_profile(cell)
     numels = tuple(t.numel for t in profile.tensors)
-    real = cell.mode == "emulate" and cell.compute_time == "measured"
+    real = cell.measured_compute
     if real and hasattr(compressor, "counted_bytes"):  # threshold: its kept values counted
         held_out_bytes = _held_out("bytes")
         label = cell.compressor.label()

@@ -175,13 +175,6 @@ def simulate(
     in suites. --trace writes the timeline for chrome://tracing or Perfetto. --mode
     emulate runs the cell on Ray actors instead (see --mode)."""
     with errors():
-        if mode not in ("simulate", "emulate"):
-            raise ConfigError([f"--mode: simulate or emulate, got {mode!r}"])
-        if mode == "emulate":
-            used = [f for f, v in (("--option", option), ("--plan", plan_file),
-                                   ("--trace", trace)) if v is not None]  # fmt: skip
-            if used:
-                raise ConfigError([f"{', '.join(used)}: not with --mode emulate yet"])
         given = [f for f, v in (("--strategy", strategy), ("--option", option),
                                 ("--plan", plan_file)) if v is not None]  # fmt: skip
         if len(given) > 1:
@@ -192,6 +185,11 @@ def simulate(
         if strategy is None:
             strategy = ("byteps-compress" if cpu_servers else "allgather") if replaced else "fp32"
         cell = _flags_cell({**locals(), "strategy": strategy})
+        if cell.emulated:
+            used = [f for f, v in (("--option", option), ("--plan", plan_file),
+                                   ("--trace", trace)) if v is not None]  # fmt: skip
+            if used:
+                raise ConfigError([f"{', '.join(used)}: not with --mode emulate yet"])
         from gcbench.backends.simulate import simulate_cell
         from gcbench.sim.chrome import shown_note
 
@@ -217,7 +215,7 @@ def simulate(
             _compressor_used(compressor, cell, chosen)
         if trace is not None:
             writable(trace, "--trace")
-        if cell.mode == "emulate":
+        if cell.emulated:
             result = _emulate(cell)
         else:
             result = simulate_cell(cell, chosen, planned)
@@ -277,14 +275,16 @@ def _emulate(cell: Any) -> Any:
     """`cell`'s iteration run on local Ray actors (--mode emulate), as a SimResult; a Ray
     started here is shut down after."""
     from gcbench.backends.simulate import SimResult
-    from gcbench.cluster.emulate import check_cell, emulated
+    from gcbench.runner.backends import backend_for
     from gcbench.runner.local import connect
 
-    check_cell(cell)  # before Ray starts
+    backend = backend_for(cell)
+    backend.check(cell)  # before Ray starts
     started = connect()
     try:
-        rows, spans, record = emulated(cell)
-        return SimResult(rows[0], spans, record)
+        rows, _, record = backend.run(cell, 1)  # (no --trace with --mode emulate)
+        metrics = {k: v for k, v in rows[0].items() if k != "repetition"}
+        return SimResult(metrics, [], record)
     finally:
         if started:
             import ray

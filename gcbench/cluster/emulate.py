@@ -12,7 +12,7 @@ payloads, per worker), the wall times of start-up and of each emulated iteration
 gradient (a float64 reduce), after one step and summed over all steps (where error
 feedback pays back what compression dropped).
 
-The clocks (`cell.clock`): `virtual` — each worker times its iteration with the
+The clocks (`Cell.wall_clock`): `virtual` — each worker times its iteration with the
 simulator's timeline, its buckets' compressed payloads as it sent them and every
 collective's start and end agreed with the peers it ran with (`Worker.clock`); compute
 and (de)compression times come from the profile and the cost tables. `wall` — the
@@ -140,7 +140,7 @@ def emulated(
     every repetition. The wall clock is not: the cell runs one warm-up step more than
     its repetitions (at least `STEPS` in all), each repetition a step after the first
     (which compiles kernels and opens gloo's connections)."""
-    wall = cell.clock == "wall"
+    wall = cell.wall_clock
     e = emulate_cell(cell, max(STEPS, repetitions + 1) if wall else STEPS)
     extra = {
         "planner_s": e.planner_s,
@@ -187,7 +187,7 @@ def check_cell(cell: Cell) -> tuple[Any, Any, int]:
 
     profile, period = period_of(cell)
     step = period[0]
-    if cell.compute_time == "measured":
+    if cell.measured_compute:
         from gcbench.cluster.backward import check as runnable
 
         runnable(cell.model.profile, profile.name)
@@ -264,7 +264,7 @@ def _held_out(cell: Cell, planned: Any) -> dict[Any, Any]:
     held-out backward passes, computed here, once, for every payload the workers' plans
     lower (each step of the period timed once asks for them), and handed to the workers:
     otherwise each would run the passes itself, in the middle of its clock."""
-    if cell.compute_time != "measured":
+    if not cell.measured_compute:
         return {}
     from gcbench.cluster.backward import held_out_state
     from gcbench.sim.iteration import simulate

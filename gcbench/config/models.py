@@ -583,6 +583,15 @@ class Suite(Frozen):
             raise ValueError(f"{info.field_name} applies to mode: emulate")
         return value
 
+    @property
+    def emulated(self) -> bool:
+        """The suite's cells run on Ray actors (`Cell.emulated`)."""
+        return self.mode == "emulate"
+
+    def how(self) -> dict[str, Any]:
+        """How the suite's cells run, as their fields: mode, clock and compute time."""
+        return {"mode": self.mode, "clock": self.clock, "compute_time": self.compute_time}
+
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
@@ -665,6 +674,25 @@ class Cell(Frozen):
         if spec != self.compressor:
             return self.model_copy(update={"compressor": spec})
         return self
+
+    # How the cell runs. `mode`, `clock` and `compute_time` are compared with their values
+    # here and nowhere else: the backend is chosen by `emulated` (`runner.backends`), the
+    # emulator times by `wall_clock` and computes gradients by `measured_compute`.
+    @property
+    def emulated(self) -> bool:
+        """On Ray actors with real tensors (`mode: emulate`), else simulated."""
+        return self.mode == "emulate"
+
+    @property
+    def wall_clock(self) -> bool:
+        """Emulated and timed as it ran (`clock: wall`), else on the virtual clock."""
+        return self.mode == "emulate" and self.clock == "wall"
+
+    @property
+    def measured_compute(self) -> bool:
+        """Emulated with a real forward and backward on each actor and real gradients
+        (`compute_time: measured`), else the profile's times and synthetic gradients."""
+        return self.mode == "emulate" and self.compute_time == "measured"
 
     def canonical_json(self) -> str:
         """JSON with default values left out, so adding a field with a default later does
