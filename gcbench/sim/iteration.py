@@ -523,7 +523,10 @@ def lower(
                 actor = f"root:{level}:{root}"
         if n <= 1:
             continue  # a group of one: nothing to send (a rooted pair pushed no section)
-        size = row.size(h, bpe, n)
+        if h.comp:  # the phase's size argument (`Collective.size`, inline: a hot path)
+            size, name = h.held, row.payload_link
+        else:
+            size, name = (bpe * h.e * n if row.whole else bpe * h.e), row.name
         label = _named(tag, token)
         if row.servers:
             dur, sent = _servers_phase(x, row.name, h, n, size)
@@ -532,7 +535,6 @@ def lower(
             continue
         if h.comp and rounds > 1 and not row.rounds:
             raise _rounds_error(c.compressor, rounds, token)
-        name = row.link(h.comp)
         dur, sent = x.comm(level, name, size, h.rings if inter else G)
         steps.append((stream, "comm", dur, sent, label, False))  # a phase waits for none
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send

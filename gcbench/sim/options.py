@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
@@ -122,22 +122,22 @@ def _after_allgather(h: Holding, n: int, second: bool, intra: bool, G: int) -> N
         h.k *= n
 
 
-def _after_rooted(h: Holding, n: int, second: bool, intra: bool, G: int, sums: bool) -> None:
-    if sums and not h.comp:
+def _after_reduce(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
+    if h.comp:  # the root holds every rank's payloads
+        h.held *= n
+        h.k *= n
+    else:
         h.summed *= n
+    if intra:  # one GPU of the machine (the root) goes on across machines
+        h.rings = 1
+
+
+def _after_gather(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
     if h.comp:  # the root holds every rank's payloads
         h.held *= n
         h.k *= n
     if intra:  # one GPU of the machine (the root) goes on across machines
         h.rings = 1
-
-
-def _after_reduce(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
-    _after_rooted(h, n, second, intra, G, sums=True)
-
-
-def _after_gather(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
-    _after_rooted(h, n, second, intra, G, sums=False)
 
 
 def _after_nothing(h: Holding, n: int, second: bool, intra: bool, G: int) -> None:
@@ -174,10 +174,17 @@ class Collective:
     servers: bool = False
     rounds: bool = False
 
+    # The link-level collective (`comm.collectives`) a phase of payloads is costed as:
+    # an allgather of payloads forwards every rank's payload whole (set once: a hot path)
+    payload_link: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        link = "allgather_payload" if self.name == "allgather" else self.name
+        object.__setattr__(self, "payload_link", link)
+
     def link(self, compressed: bool) -> str:
-        """The link-level collective (`comm.collectives`) a phase is costed as: an
-        allgather of payloads forwards every rank's payload whole."""
-        return "allgather_payload" if compressed and self.name == "allgather" else self.name
+        """The link-level collective a phase is costed as, compressed or not."""
+        return self.payload_link if compressed else self.name
 
     def size(self, h: Holding, bpe: int, n: int) -> float:
         """The phase's size argument (`comm.collectives`): the payload bytes held, or the
