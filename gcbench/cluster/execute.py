@@ -213,6 +213,281 @@ def run_option(
     return out
 
 
+@dataclass
+class _Walk:
+    """What one worker holds as it walks an option's steps (`execute`), and the steps'
+    work on it: a dense vector `v`, or after `c` this worker's payload `mine`, or after a
+    compressed allgather (or gather, broadcast, push/pull) the payloads `theirs`."""
+
+    option: Option
+    compressor: Compressor
+    memory: Memory
+    key: str
+    step: int
+    groups: Groups
+    bucket: int
+    log: list[tuple[str, str, str, float, float, int]] | None
+    tag: str
+    v: torch.Tensor | None
+    dense_len: int  # the length of the vector last compressed
+    mine: Payload | None = None  # after `c`: this worker's payload
+    theirs: list[Payload] | None = None  # after a compressed allgather: every peer's
+    sizes: list[int] = field(default_factory=list)  # the dense lengths before each
+    # reduce-scatter (to undo padding)
+    waiting: list[str] = field(default_factory=list)  # levels of the rooted sections this
+    # worker is not the root of
+    source: torch.Tensor | None = None  # the compensated gradient, for later rounds
+    # After `c` ahead of alltoalls or reduce-scatters of payloads (`CHUNKED`): the vector
+    # cut into a chunk per destination of each (`_chunk_compress`, the first level's
+    # index major); `bundle` holds, per chunk not yet delivered, its contributions
+    bundle: list[list[Payload]] | None = None
+    chunk_cuts: list[int] = field(default_factory=list)  # the dense lengths each chunked
+    # level's pair trims to
+    # the chunked levels done (level, group size, this worker's index): a chunk's
+    # payload decompresses under its own key (randomk's positions)
+    chunk_levels: list[tuple[str, int, int]] = field(default_factory=list)
+    opened: list[str] = field(default_factory=list)  # levels of the divisible pairs whose
+    # second step is ahead
+    # per compressed second step (`theirs` then holds shards, not contributions): its
+    # level, the number of shards and the length to cut their concatenation to,
+    # innermost first
+    slice_levels: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def operate(self, at: int, s: Op) -> None:
+        """Step `at`, an operation: `c` compresses (chunk by chunk ahead of alltoalls or
+        reduce-scatters of payloads), `d` decompresses and sums (or puts shards in
+        order)."""
+        ahead = _chunked_ahead(self.option, at) if s.op == "c" else []
+        if s.op == "c" and ahead:
+            self.compress_chunks(ahead)
+        elif s.op == "c":
+            self.compress()
+        elif self.slice_levels:
+            self.put_shards()
+        else:
+            self.decompress()
+
+    def compress_chunks(self, ahead: list[str]) -> None:
+        """`c` ahead of the chunked phases at levels `ahead`: a payload per destination
+        (ByteComp Table 3), each chunk compressed on its own."""
+        v = self.v
+        assert v is not None
+        counts = [self.groups.sizes[level] for level in ahead]
+        self.chunk_cuts = [v.numel()] + [
+            -(-v.numel() // math.prod(counts)) * math.prod(counts[i:])
+            for i in range(1, len(counts))
+        ]  # the first pair trims the padding, the others' pieces fit exactly
+        payloads_ = _chunk_compress(v.float(), math.prod(counts), self.compressor, self.memory,
+                                    self.key, self.step)  # fmt: skip
+        self.bundle, self.chunk_levels = [[p] for p in payloads_], []
+        self.v = None
+
+    def compress(self) -> None:
+        """`c`: this worker's payload of its compensated vector; error feedback updated
+        now, or after the last round for a compressor of several (PowerSGD's Q)."""
+        assert self.v is not None
+        self.chunk_levels = []
+        self.dense_len = self.v.numel()  # what a broadcast of the root's sum will hold
+        dense = self.v.float()
+        comp = self.memory.compensate(dense, self.key, self.step)
+        self.mine = self.compressor.compress(comp, self.key, self.step)
+        if self.compressor.rounds > 1:  # later rounds compress it again (PowerSGD's Q)
+            self.source = comp
+        else:
+            self.memory.update(comp, self.key, self.step, self.compressor, self.mine)
+        # nothing dense held while suspended (the wall clock keeps a generator per
+        # bucket until backward ends: bert-base's would hold 880 MB a worker)
+        self.v = None
+
+    def put_shards(self) -> None:
+        """`d` after compressed second steps: each shard's contributions summed, the
+        shards put in order."""
+        assert self.theirs is not None
+        theirs, slice_levels = self.theirs, self.slice_levels
+        leaves = math.prod(shards for _, shards, _ in slice_levels)
+        k = len(theirs) // leaves
+        keys = _chunk_keys(self.key, self.chunk_levels, {lv for lv, _, _ in slice_levels},
+                           leaves)  # fmt: skip
+        pieces = [
+            self.compressor.aggregate(theirs[i * k : (i + 1) * k], keys[i], self.step).reshape(-1)
+            for i in range(leaves)
+        ]
+        for _, shards, cut in slice_levels:
+            pieces = [torch.cat(pieces[j : j + shards])[:cut]
+                      for j in range(0, len(pieces), shards)]  # fmt: skip
+        self.v = pieces[0]
+        self.mine, self.theirs, self.slice_levels = None, None, []
+
+    def decompress(self) -> None:
+        """`d`: the payloads held (this worker's, or every peer's) decompressed and
+        summed."""
+        got = self.theirs if self.theirs is not None else [self.mine]
+        assert got[0] is not None
+        pkey = _chunk_keys(self.key, self.chunk_levels, set(), 1)[0]
+        self.v = self.compressor.aggregate(got, pkey, self.step).reshape(-1)  # type: ignore[arg-type]
+        self.mine = self.theirs = None
+
+    def phase(self, s: Phase) -> tuple[int, bool]:
+        """Phase `s` at its level: the bytes this worker put into it, and whether the
+        caller logs it (not inside a section rooted elsewhere, nor a compressed
+        allreduce, which logs its rounds itself)."""
+        groups = self.groups
+        # a divisible pair's second step at this level (its first opened it)
+        opened = self.opened
+        second = s.collective in SECOND_STEP.values() and bool(opened) and opened[-1] == s.level
+        if second:
+            opened.pop()
+        elif s.collective in ("reduce_scatter", "alltoall"):
+            opened.append(s.level)
+        group: Any = groups.group(s.level)
+        size = groups.sizes[s.level]
+        if s.collective in ("pushpull", "byteps") and groups.servers is None:
+            raise NotEmulated(f"option {self.option.name!r}: {s.token} needs summation servers")
+        root = groups.global_rank(s.level, self.bucket % size)
+        if self.waiting:  # inside a section rooted elsewhere: only its broadcast is ours
+            self.await_root(s, group, root)
+            return 0, False
+        if s.collective in ("reduce", "gather") and size > 1 and root != groups.ranks["flat"]:
+            self.waiting.append(s.level)  # after sending, wait for the root's broadcast
+        if s.compressed and s.collective in CHUNKED:
+            return self.exchange_chunks(s, group, size), True
+        if s.compressed and s.collective == "gather" and self.bundle is not None:
+            return self.gather_chunks(group, size, root), True
+        if s.compressed:
+            return self.compressed_phase(s, group, size, root, second)
+        return self.dense_phase(s, group, size, root), True
+
+    def await_root(self, s: Phase, group: Any, root: int) -> None:
+        """Phase `s` inside a section rooted elsewhere: nothing, unless it is the
+        section's broadcast, which brings the root's payloads (and what they are) or its
+        vector."""
+        if s.collective == "broadcast" and s.level == self.waiting[-1]:
+            self.waiting.pop()
+            if s.compressed:  # the payloads the root holds, and what they are
+                received: list[Any] = [None, None, None]
+                dist.broadcast_object_list(received, src=root, group=group)
+                self.theirs, self.slice_levels, self.chunk_levels = received
+                self.mine = None
+            else:  # into this worker's own vector, or the size it compressed
+                if self.v is None:
+                    self.v = torch.empty(self.dense_len, dtype=torch.float32)
+                dist.broadcast(self.v, src=root, group=group)
+                self.theirs = self.mine = None
+
+    def exchange_chunks(self, s: Phase, group: Any, size: int) -> int:
+        """A compressed alltoall or reduce-scatter: each destination's chunks to it, and
+        back every peer's contributions to this worker's (summed, for a reduce-scatter);
+        the bytes sent."""
+        assert self.bundle is not None  # `check` refuses a chunked phase not after `c`
+        bundle = self.bundle
+        sent = sum(p.wire_bytes for entry in bundle for p in entry)
+        per = len(bundle) // size  # the chunks for each destination
+        outgoing = [bundle[j * per : (j + 1) * per] for j in range(size)]
+        incoming = _alltoall_payloads(outgoing, group, self.groups, s.level)
+        # per chunk left, every peer's contributions (peer-major), or their sum
+        bundle = [[p for peer in incoming for p in peer[r]] for r in range(per)]
+        if s.collective == "reduce_scatter":  # additive payloads
+            bundle = [[self.compressor.reduce(entry)] for entry in bundle]
+        self.chunk_levels.append((s.level, size, self.groups.ranks[s.level]))
+        self.sizes.append(self.chunk_cuts[len(self.chunk_levels) - 1])
+        self.mine = self.theirs = None
+        self.bundle = bundle
+        if per == 1:  # every chunked level done: this worker's chunk's contributions
+            self.theirs, self.bundle = bundle[0], None
+            if len(self.theirs) == 1:  # summed already (a reduce-scatter): one payload
+                self.mine, self.theirs = self.theirs[0], None
+        return sent
+
+    def gather_chunks(self, group: Any, size: int, root: int) -> int:
+        """A compressed gather of chunks not yet delivered, handed on to the root (each
+        chunk's contributions, worker-major, there); the bytes sent."""
+        assert self.bundle is not None
+        sent = sum(p.wire_bytes for entry in self.bundle for p in entry)  # chunks, handed on
+        parts: list[Any] | None = [None] * size if not self.waiting else None
+        dist.gather_object(self.bundle, parts, dst=root, group=group)
+        if parts is not None:  # the root: each chunk's contributions, worker-major
+            self.bundle = [[p for w in parts for p in w[r]] for r in range(len(self.bundle))]
+        return sent
+
+    def compressed_phase(
+        self, s: Phase, group: Any, size: int, root: int, second: bool
+    ) -> tuple[int, bool]:
+        """A compressed phase on the payloads this worker holds (its own, or those a
+        gather brought it): the bytes sent, and whether the caller logs it (a compressed
+        allreduce logs its rounds itself)."""
+        name = self.option.name
+        # what this worker holds: its payload, or the payloads a gather brought it
+        held: list[Payload] = self.theirs if self.theirs is not None else [self.mine]  # type: ignore[list-item]
+        assert held and held[0] is not None
+        sent = sum(p.wire_bytes for p in held)
+        if s.collective == "gather":  # every worker's payloads to the root
+            every: list[Any] | None = [None] * size if not self.waiting else None
+            dist.gather_object(held, every, dst=root, group=group)
+            self.theirs = [p for part in every for p in part] if every is not None else None
+            self.mine = None
+        elif s.collective == "broadcast":  # the root's payloads to every worker
+            state = [held, self.slice_levels, self.chunk_levels]  # shards? chunks of which keys?
+            dist.broadcast_object_list(state, src=root, group=group)
+            self.theirs, self.mine = held, None
+        elif s.collective == "allgather" and self.mine is None:  # payloads a gather brought
+            peers: list[Any] = [None] * size
+            dist.all_gather_object(peers, held, group=group)
+            self.theirs = [p for part in peers for p in part]
+            if second:  # forwarded shards: the peers' parts are different slices
+                self.slice_levels.append((s.level, size, self.sizes.pop()))
+        elif self.mine is None:
+            raise NotEmulated(f"option {name!r}: {s.token} after a gather")
+        elif s.collective == "pushpull":  # the servers sum and recompress: one payload
+            servers = self.groups.servers
+            assert servers is not None
+            self.theirs = [servers.pull(servers.push(self.key, self.step, self.mine))]
+            self.mine = None
+        elif s.collective == "allgather":  # the peers' payloads: to sum, or shards
+            self.theirs = _allgather_payloads(self.mine, group, size)
+            if second:
+                self.slice_levels.append((s.level, size, self.sizes.pop()))
+        elif s.collective == "allreduce":  # additive payloads sum, round by round
+            stream = stream_of(s.level, self.groups.sizes["inter"])
+            self.mine, sent = _allreduce_rounds(
+                self.mine, self.source, self.compressor, self.memory,
+                (self.key, self.step, group, stream), self.log, (self.tag, s.token),
+            )  # fmt: skip
+            self.source = None
+            return sent, False
+        else:
+            raise NotEmulated(f"option {name!r}: compressed {s.collective}")
+        return sent, True
+
+    def dense_phase(self, s: Phase, group: Any, size: int, root: int) -> int:
+        """A phase on this worker's dense vector; the bytes it put in."""
+        v, servers = self.v, self.groups.servers
+        assert v is not None
+        sent = v.numel() * v.element_size()
+        if s.collective == "allreduce":
+            dist.all_reduce(v, group=group)
+        elif s.collective == "pushpull":
+            assert servers is not None
+            v = servers.pull(servers.push(self.key, self.step, v))
+        elif s.collective == "byteps":
+            assert servers is not None
+            v = _byteps(v, self.key, self.step, group, servers, len(servers.handles))
+        elif s.collective == "reduce_scatter":
+            self.sizes.append(v.numel())
+            v = _reduce_scatter(v, group, size, self.groups.ranks[s.level])
+        elif s.collective == "reduce":  # the sum on the root (the others wait)
+            dist.reduce(v, dst=root, group=group)
+        elif s.collective == "broadcast":  # the root's vector to every worker
+            dist.broadcast(v, src=root, group=group)
+        elif s.collective == "gather":
+            raise NotEmulated(f"option {self.option.name!r}: a dense gather is not emulated")
+        else:  # allgather of the dense shards
+            parts = [torch.empty_like(v) for _ in range(size)]
+            dist.all_gather(parts, v, group=group)
+            v = torch.cat(parts)[: self.sizes.pop()] if self.sizes else torch.cat(parts)
+        self.v = v
+        return sent
+
+
 def execute(
     option: Option,
     x: torch.Tensor,
@@ -241,27 +516,9 @@ def execute(
     check(option, compressor)
     n = x.numel()
     machines = groups.sizes["inter"]
-    v: torch.Tensor | None = x.half() if option.fp16 else x.clone()
-    mine: Payload | None = None  # after `c`: this worker's payload
-    theirs: list[Payload] | None = None  # after a compressed allgather: every peer's
-    sizes: list[int] = []  # the dense lengths before each reduce-scatter (to undo padding)
+    w = _Walk(option, compressor, memory, key, step, groups, bucket, log, tag,
+              v=x.half() if option.fp16 else x.clone(), dense_len=n)  # fmt: skip
     started = deferred = False
-    waiting: list[str] = []  # levels of the rooted sections this worker is not the root of
-    dense_len = n  # the length of the vector last compressed
-    source: torch.Tensor | None = None  # the compensated gradient, for later rounds
-    # After `c` ahead of alltoalls or reduce-scatters of payloads (`CHUNKED`): the vector
-    # cut into a chunk per destination of each (`_chunk_compress`, the first level's
-    # index major); `bundle` holds, per chunk not yet delivered, its contributions
-    bundle: list[list[Payload]] | None = None
-    chunk_cuts: list[int] = []  # the dense lengths each chunked level's pair trims to
-    # the chunked levels done (level, group size, this worker's index): a chunk's
-    # payload decompresses under its own key (randomk's positions)
-    chunk_levels: list[tuple[str, int, int]] = []
-    opened: list[str] = []  # levels of the divisible pairs whose second step is ahead
-    # per compressed second step (`theirs` then holds shards, not contributions): its
-    # level, the number of shards and the length to cut their concatenation to,
-    # innermost first
-    slice_levels: list[tuple[str, int, int]] = []
     for si, s in enumerate(option.steps):
         t0 = time.perf_counter()
         if isinstance(s, Op):
@@ -269,55 +526,9 @@ def execute(
                 deferred = True
                 yield DEFERRED
                 t0 = time.perf_counter()
-            if waiting:  # the root's work
+            if w.waiting:  # the root's work
                 continue
-            ahead = _chunked_ahead(option, si) if s.op == "c" else []
-            if s.op == "c" and ahead:
-                assert v is not None  # a payload per destination (ByteComp Table 3)
-                counts = [groups.sizes[level] for level in ahead]
-                chunk_cuts = [v.numel()] + [
-                    -(-v.numel() // math.prod(counts)) * math.prod(counts[i:])
-                    for i in range(1, len(counts))
-                ]  # the first pair trims the padding, the others' pieces fit exactly
-                payloads_ = _chunk_compress(v.float(), math.prod(counts), compressor, memory,
-                                            key, step)  # fmt: skip
-                bundle, chunk_levels = [[p] for p in payloads_], []
-                v = None
-            elif s.op == "c":
-                assert v is not None
-                chunk_levels = []
-                dense_len = v.numel()  # what a broadcast of the root's sum will hold
-                dense = v.float()
-                comp = memory.compensate(dense, key, step)
-                mine = compressor.compress(comp, key, step)
-                if compressor.rounds > 1:  # later rounds compress it again (PowerSGD's Q)
-                    source = comp
-                else:
-                    memory.update(comp, key, step, compressor, mine)
-                # nothing dense held while suspended (the wall clock keeps a generator per
-                # bucket until backward ends: bert-base's would hold 880 MB a worker)
-                v = None
-                del dense, comp
-            elif slice_levels:  # each shard's contributions summed, the shards put in order
-                assert theirs is not None
-                leaves = math.prod(shards for _, shards, _ in slice_levels)
-                k = len(theirs) // leaves
-                keys = _chunk_keys(key, chunk_levels, {lv for lv, _, _ in slice_levels}, leaves)
-                pieces = [
-                    compressor.aggregate(theirs[i * k : (i + 1) * k], keys[i], step).reshape(-1)
-                    for i in range(leaves)
-                ]
-                for _, shards, cut in slice_levels:
-                    pieces = [torch.cat(pieces[j : j + shards])[:cut]
-                              for j in range(0, len(pieces), shards)]  # fmt: skip
-                v = pieces[0]
-                mine, theirs, slice_levels = None, None, []
-            else:
-                got = theirs if theirs is not None else [mine]
-                assert got[0] is not None
-                pkey = _chunk_keys(key, chunk_levels, set(), 1)[0]
-                v = compressor.aggregate(got, pkey, step).reshape(-1)  # type: ignore[arg-type]
-                mine = theirs = None
+            w.operate(si, s)
             if log is not None:  # a CPU operation on a core of the host, as simulated
                 kind = "compress" if s.op == "c" else "decompress"
                 where = "compute" if s.where == "gpu" else f"cpu:{bucket % CORES}"
@@ -327,129 +538,13 @@ def execute(
             started = True
             yield COMM
             t0 = time.perf_counter()
-        # a divisible pair's second step at this level (its first opened it)
-        second = s.collective in SECOND_STEP.values() and bool(opened) and opened[-1] == s.level
-        if second:
-            opened.pop()
-        elif s.collective in ("reduce_scatter", "alltoall"):
-            opened.append(s.level)
-        group: Any = groups.group(s.level)
-        size = groups.sizes[s.level]
-        if s.collective in ("pushpull", "byteps") and groups.servers is None:
-            raise NotEmulated(f"option {option.name!r}: {s.token} needs summation servers")
-        root = groups.global_rank(s.level, bucket % size)
-        if waiting:  # inside a section rooted elsewhere: only its broadcast is ours
-            sent = 0
-            if s.collective == "broadcast" and s.level == waiting[-1]:
-                waiting.pop()
-                if s.compressed:  # the payloads the root holds, and what they are
-                    received: list[Any] = [None, None, None]
-                    dist.broadcast_object_list(received, src=root, group=group)
-                    theirs, slice_levels, chunk_levels = received
-                    mine = None
-                else:  # into this worker's own vector, or the size it compressed
-                    if v is None:
-                        v = torch.empty(dense_len, dtype=torch.float32)
-                    dist.broadcast(v, src=root, group=group)
-                    theirs = mine = None
-            out.phase_bytes.append(sent)
-            continue
-        if s.collective in ("reduce", "gather") and size > 1 and root != groups.ranks["flat"]:
-            waiting.append(s.level)  # after sending, wait for the root's broadcast
-        if s.compressed and s.collective in CHUNKED:
-            assert bundle is not None  # `check` refuses a chunked phase not after `c`
-            sent = sum(p.wire_bytes for entry in bundle for p in entry)
-            per = len(bundle) // size  # the chunks for each destination
-            outgoing = [bundle[j * per : (j + 1) * per] for j in range(size)]
-            incoming = _alltoall_payloads(outgoing, group, groups, s.level)
-            # per chunk left, every peer's contributions (peer-major), or their sum
-            bundle = [[p for peer in incoming for p in peer[r]] for r in range(per)]
-            if s.collective == "reduce_scatter":  # additive payloads
-                bundle = [[compressor.reduce(entry)] for entry in bundle]
-            chunk_levels.append((s.level, size, groups.ranks[s.level]))
-            sizes.append(chunk_cuts[len(chunk_levels) - 1])
-            mine = theirs = None
-            if per == 1:  # every chunked level done: this worker's chunk's contributions
-                theirs, bundle = bundle[0], None
-                if len(theirs) == 1:  # summed already (a reduce-scatter): one payload
-                    mine, theirs = theirs[0], None
-        elif s.compressed and s.collective == "gather" and bundle is not None:
-            sent = sum(p.wire_bytes for entry in bundle for p in entry)  # chunks, handed on
-            parts: list[Any] | None = [None] * size if not waiting else None
-            dist.gather_object(bundle, parts, dst=root, group=group)
-            if parts is not None:  # the root: each chunk's contributions, worker-major
-                bundle = [[p for w in parts for p in w[r]] for r in range(len(bundle))]
-        elif s.compressed:
-            # what this worker holds: its payload, or the payloads a gather brought it
-            held: list[Payload] = theirs if theirs is not None else [mine]  # type: ignore[list-item]
-            assert held and held[0] is not None
-            sent = sum(p.wire_bytes for p in held)
-            if s.collective == "gather":  # every worker's payloads to the root
-                every: list[Any] | None = [None] * size if not waiting else None
-                dist.gather_object(held, every, dst=root, group=group)
-                theirs = [p for part in every for p in part] if every is not None else None
-                mine = None
-            elif s.collective == "broadcast":  # the root's payloads to every worker
-                state = [held, slice_levels, chunk_levels]  # shards? chunks of which keys?
-                dist.broadcast_object_list(state, src=root, group=group)
-                theirs, mine = held, None
-            elif s.collective == "allgather" and mine is None:  # payloads a gather brought
-                peers: list[Any] = [None] * size
-                dist.all_gather_object(peers, held, group=group)
-                theirs = [p for part in peers for p in part]
-                if second:  # forwarded shards: the peers' parts are different slices
-                    slice_levels.append((s.level, size, sizes.pop()))
-            elif mine is None:
-                raise NotEmulated(f"option {option.name!r}: {s.token} after a gather")
-            elif s.collective == "pushpull":  # the servers sum and recompress: one payload
-                assert groups.servers is not None
-                theirs = [groups.servers.pull(groups.servers.push(key, step, mine))]
-                mine = None
-            elif s.collective == "allgather":  # the peers' payloads: to sum, or shards
-                theirs = _allgather_payloads(mine, group, size)
-                if second:
-                    slice_levels.append((s.level, size, sizes.pop()))
-            elif s.collective == "allreduce":  # additive payloads sum, round by round
-                stream = stream_of(s.level, machines)
-                mine, sent = _allreduce_rounds(
-                    mine, source, compressor, memory, (key, step, group, stream), log,
-                    (tag, s.token),
-                )  # fmt: skip
-                source = None
-                out.phase_bytes.append(sent)
-                continue
-            else:
-                raise NotEmulated(f"option {option.name!r}: compressed {s.collective}")
-        else:
-            assert v is not None
-            sent = v.numel() * v.element_size()
-            if s.collective == "allreduce":
-                dist.all_reduce(v, group=group)
-            elif s.collective == "pushpull":
-                assert groups.servers is not None
-                v = groups.servers.pull(groups.servers.push(key, step, v))
-            elif s.collective == "byteps":
-                assert groups.servers is not None
-                v = _byteps(v, key, step, group, groups.servers, len(groups.servers.handles))
-            elif s.collective == "reduce_scatter":
-                sizes.append(v.numel())
-                v = _reduce_scatter(v, group, size, groups.ranks[s.level])
-            elif s.collective == "reduce":  # the sum on the root (the others wait)
-                dist.reduce(v, dst=root, group=group)
-            elif s.collective == "broadcast":  # the root's vector to every worker
-                dist.broadcast(v, src=root, group=group)
-            elif s.collective == "gather":
-                raise NotEmulated(f"option {option.name!r}: a dense gather is not emulated")
-            else:  # allgather of the dense shards
-                parts = [torch.empty_like(v) for _ in range(size)]
-                dist.all_gather(parts, v, group=group)
-                v = torch.cat(parts)[: sizes.pop()] if sizes else torch.cat(parts)
+        sent, logged = w.phase(s)
         out.phase_bytes.append(sent)
-        if log is not None:
+        if log is not None and logged:
             label = f"{tag} {s.token}"
             log.append((stream_of(s.level, machines), label, "comm", t0, time.perf_counter(), sent))
-    assert v is not None, f"option {option.name!r} ends compressed"
-    out.aggregate = v.float()[:n]
+    assert w.v is not None, f"option {option.name!r} ends compressed"
+    out.aggregate = w.v.float()[:n]
 
 
 def _allreduce_rounds(

@@ -127,6 +127,225 @@ def interface_of(address: str) -> str | None:
     return None
 
 
+def _compressor_and_memory(
+    cell: Cell, profile: Any, buckets: list[list[int]], strategy: Any
+) -> tuple[Any, Any]:
+    """The cell's compressor as a worker runs it (a low-rank one fused per bucket of
+    `buckets`, torch's hook's variant under a `torch_hook` strategy) and the
+    error-feedback memory `strategy` keeps for it (COVAP's scaled by its coefficient)."""
+    comp = create(cell.compressor.kind, **cell.compressor.params())
+    if comp.family == "lowrank":  # factors of each tensor's matrix, fused per bucket
+        from gcbench.cluster.fused import Fused, HookFused
+
+        shapes = {f"bucket{b}": [tuple(profile.tensors[i].shape) for i in bucket]
+                  for b, bucket in enumerate(buckets)}  # fmt: skip
+        # torch's powerSGD_hook (the `powersgd` strategy): three allreduces a bucket
+        comp = (HookFused if strategy.torch_hook else Fused)(comp, shapes)
+    ef: dict[str, Any] = {}
+    if comp.family == "covap":  # §III-D: the residual scaled by the ascending coefficient
+        ef["coefficient"] = comp.ef_coefficient  # type: ignore[attr-defined]
+    memory = create_memory(strategy.memory_kind(cell.compressor.kind), **ef)
+    return comp, memory
+
+
+class _Draws:
+    """A worker's synthetic gradients (`gradients.bucket_gradient`), bucket by bucket;
+    a run of shards of one bucket (`cuts`, `execute.shard_slices`) is drawn once, at
+    its first shard, and sliced."""
+
+    def __init__(self, seed: int, rank: int, numels: list[int], cuts: list[tuple[int, int] | None]):
+        self.seed, self.rank, self.numels, self.cuts = seed, rank, numels, cuts
+        self.whole: dict[tuple[int, ...], torch.Tensor] = {}  # a step's bucket split in shards
+
+    def draw(self, step: int, b: int, bucket: list[int]) -> torch.Tensor:
+        """Bucket `b`'s (of tensors `bucket`) synthetic gradient (its slice, for a shard)
+        at `step`."""
+        cut = self.cuts[b]
+        if cut is None:
+            return bucket_gradient(self.seed, self.rank, step, bucket, self.numels)
+        if cut[0] == 0:  # the first shard: draw the bucket once for all of them
+            self.whole.clear()
+            self.whole[tuple(bucket)] = bucket_gradient(
+                self.seed, self.rank, step, bucket, self.numels
+            )
+        return self.whole[tuple(bucket)][cut[0] : cut[1]].clone()
+
+
+class _Sums:
+    """What the fidelity (`Fidelity`) compares, bucket by bucket: this worker's gradients
+    summed over the steps (float64, reduced to rank 0 at the end) and, on rank 0, its
+    aggregates summed over the steps; with `keep`, rank 0's aggregates of step 0."""
+
+    def __init__(self, rank: int, world: int, keep: bool):
+        self.rank, self.keep = rank, keep
+        self.fid = Fidelity(world)
+        self.mine: list[torch.Tensor] = []  # this worker's gradients summed over the steps
+        self.total: list[torch.Tensor] = []  # rank 0: its aggregates summed over the steps
+        self.kept: list[torch.Tensor] = []
+
+    def add(self, step: int, b: int, x: torch.Tensor, out: Outcome) -> None:
+        """Fold bucket `b`'s gradient and aggregate into the fidelity's sums (at step 0,
+        the exact sum and Σ|g| reduced to rank 0 for `Fidelity.first`)."""
+        x64 = x.double()
+        if step == 0:
+            self.mine.append(x64.clone())
+            exact, absum = x64, x64.abs()
+            dist.reduce(exact, dst=0)
+            dist.reduce(absum, dst=0)
+            if self.rank == 0:
+                self.fid.first(out.aggregate, exact, absum)
+                self.total.append(out.aggregate.double())
+                if self.keep:
+                    self.kept.append(out.aggregate.clone())
+        else:
+            self.mine[b] += x64
+            if self.rank == 0:
+                self.total[b] += out.aggregate.double()
+
+    def finish(self, buckets: int) -> None:
+        """Every worker's summed gradients reduced to rank 0, which measures its summed
+        aggregates against them (`Fidelity.total`)."""
+        for b in range(buckets):
+            dist.reduce(self.mine[b], dst=0)
+            if self.rank == 0:
+                self.fid.total(self.total[b], self.mine[b])
+
+
+class _WallStep:
+    """One iteration on the wall clock (`Worker.wall_step`): what its compute thread and
+    its communication thread share, and the compute thread's work: forward and backward
+    waited out as the profile times them (`compute`) or run for real (`measured`), each
+    bucket handed over (`handed`) to the communication thread as its gradients are ready.
+    `t0`, the iteration's start, is set once every worker has met (a barrier)."""
+
+    def __init__(
+        self,
+        groups: Groups,
+        rank: int,
+        profile: Any,
+        plan: Plan,
+        xs: list[torch.Tensor],
+        comp: Any,
+        memory: Any,
+        step: int,
+        backward: Any,
+        cuts: list[tuple[int, int] | None],
+        synchronous: bool,
+    ):
+        self.groups, self.rank, self.profile, self.plan = groups, rank, profile, plan
+        self.xs, self.comp, self.memory, self.step = xs, comp, memory, step
+        self.backward, self.cuts, self.synchronous = backward, cuts, synchronous
+        B = len(plan.buckets)
+        self.finished = [threading.Event() for _ in range(B)]
+        self.failed = threading.Event()  # the communication thread stopped on an error
+        self.t0 = 0.0
+        self.log: list[tuple[str, str, str, float, float, int]] = []
+        self.outs = [Outcome(torch.empty(0)) for _ in range(B)]
+        self.handed: queue.Queue[tuple[int, Iterator[str]] | None] = queue.Queue()
+
+    def wait_for(self, b: int) -> float:
+        """Under `synchronous`, wait until bucket `b` is done; the seconds waited."""
+        if not self.synchronous:
+            return 0.0
+        w0 = time.perf_counter()
+        if not self.finished[b].wait(SYNC_WAIT_S) or self.failed.is_set():
+            raise RuntimeError(f"bucket {b} not synchronised (its communication failed)")
+        return time.perf_counter() - w0
+
+    def parts(self, b: int, option: Option) -> Iterator[str]:
+        """Bucket `b`'s option executed on its gradient, in parts (`execute.execute`)."""
+        return execute(
+            option, self.xs[b], self.comp, self.memory, f"bucket{b}", self.step, self.groups,
+            self.outs[b], self.log, f"bucket {b}", b,
+        )  # fmt: skip
+
+    def measured(self) -> float:
+        """The real forward and backward (`Backward.step`), each bucket handed over whole
+        once its last gradient is ready; the seconds from `t0` to backward's end."""
+        plan, cuts, xs, t0 = self.plan, self.cuts, self.xs, self.t0
+        owners: dict[int, list[int]] = {}  # a tensor's buckets (several: its shards)
+        for b, bucket in enumerate(plan.buckets):
+            for i in set(bucket):
+                owners.setdefault(i, []).append(b)
+        left = [len(set(bucket)) for bucket in plan.buckets]
+        got: dict[int, torch.Tensor] = {}
+        waited: dict[int, float] = {}  # after tensor i, backward held (synchronous)
+
+        def hand(b: int) -> None:
+            option, cut = plan.options[b], cuts[b]
+            assert option is not None  # `emulate.check_cell` refuses buckets left out
+            xs[b] = torch.cat([got[j] for j in plan.buckets[b]])
+            if cut is not None:
+                xs[b] = xs[b][cut[0] : cut[1]].clone()
+            parts = self.parts(b, option)
+            self.handed.put((b, parts))
+            self.wait_for(b)  # (inside backward's hook, as torch's is)
+
+        def ready(i: int, grad: torch.Tensor) -> float:
+            """Hand over the buckets tensor i completes. Under `synchronous`, the
+            seconds this held backward — the hand-over and the wait, which is the
+            hook's time, not compute: `Backward.step` leaves it out of the profile."""
+            r0 = time.perf_counter()
+            got[i] = grad
+            handed_one = False
+            for b in owners[i]:
+                left[b] -= 1
+                if not left[b]:  # the bucket's last gradient: hand it over
+                    hand(b)
+                    handed_one = True
+            if not (self.synchronous and handed_one):
+                return 0.0
+            waited[i] = time.perf_counter() - r0
+            return waited[i]
+
+        try:
+            grads, done, start = self.backward.step(self.rank, self.step, ready)
+            for b in range(len(plan.buckets)):  # buckets holding a parameter backward never reached
+                if left[b] > 0:
+                    got.update({j: grads[j] for j in plan.buckets[b] if j not in got})
+                    hand(b)
+            cursor = start - t0 + done.forward_s
+            self.log.append(("compute", "forward", "forward", start, t0 + cursor, 0))
+            for i, t in enumerate(done.tensors):
+                self.log.append(("compute", t.name, "backward", t0 + cursor,
+                                 t0 + cursor + t.backward_s, 0))  # fmt: skip
+                cursor += t.backward_s + waited.get(i, 0.0)
+            return cursor
+        finally:
+            self.handed.put(None)
+
+    def compute(self) -> float:
+        """Forward and backward waited out as the profile times them, each bucket's work
+        before its first phase run once its gradients are ready (on the GPU: here, behind
+        backward) and the bucket handed over; the seconds from `t0` to backward's end."""
+        profile, plan, t0 = self.profile, self.plan, self.t0
+        try:
+            cursor = profile.forward_s
+            self.log.append(("compute", "forward", "forward", t0, t0 + cursor, 0))
+            done = 0
+            for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
+                for i in bucket:
+                    if i >= done:  # a tensor split over buckets is computed once
+                        t = profile.tensors[i]
+                        self.log.append(("compute", t.name, "backward", t0 + cursor,
+                                         t0 + cursor + t.backward_s, 0))  # fmt: skip
+                        cursor += t.backward_s
+                        done = i + 1
+                _sleep_until(t0 + cursor)
+                assert option is not None  # `emulate.check_cell` refuses buckets left out
+                parts = self.parts(b, option)
+                if on_gpu(option):  # the bucket's work before its first phase
+                    next(parts, None)
+                    cursor = max(cursor, time.perf_counter() - t0)
+                self.handed.put((b, parts))
+                if self.synchronous:  # backward goes on once the bucket is done
+                    self.wait_for(b)
+                    cursor = max(cursor, time.perf_counter() - t0)
+            return cursor
+        finally:
+            self.handed.put(None)
+
+
 class Worker:
     """One emulated GPU: rank `rank` of `world`, `gpus` to a machine."""
 
@@ -228,57 +447,13 @@ class Worker:
         strategy = strategies.get(cell.strategy)
         plan = period[0].plan  # every step of a period has the same buckets
         numels = [t.numel for t in profile.tensors]
-        comp = create(cell.compressor.kind, **cell.compressor.params())
-        if comp.family == "lowrank":  # factors of each tensor's matrix, fused per bucket
-            from gcbench.cluster.fused import Fused, HookFused
-
-            shapes = {f"bucket{b}": [tuple(profile.tensors[i].shape) for i in bucket]
-                      for b, bucket in enumerate(plan.buckets)}  # fmt: skip
-            # torch's powerSGD_hook (the `powersgd` strategy): three allreduces a bucket
-            comp = (HookFused if strategy.torch_hook else Fused)(comp, shapes)
-        ef: dict[str, Any] = {}
-        if comp.family == "covap":  # §III-D: the residual scaled by the ascending coefficient
-            ef["coefficient"] = comp.ef_coefficient  # type: ignore[attr-defined]
-        memory = create_memory(strategy.memory_kind(cell.compressor.kind), **ef)
+        comp, memory = _compressor_and_memory(cell, profile, plan.buckets, strategy)
         cuts = shard_slices(plan.buckets, plan.elements, numels)
-        whole: dict[tuple[int, ...], torch.Tensor] = {}  # a step's bucket split in shards
-
-        def draw(step: int, b: int) -> torch.Tensor:
-            """Bucket `b`'s synthetic gradient (its slice, for a shard) at `step`."""
-            bucket, cut = plan.buckets[b], cuts[b]
-            if cut is None:
-                return bucket_gradient(cell.seed, self.rank, step, bucket, numels)
-            if cut[0] == 0:  # the first shard: draw the bucket once for all of them
-                whole.clear()
-                whole[tuple(bucket)] = bucket_gradient(cell.seed, self.rank, step, bucket, numels)
-            return whole[tuple(bucket)][cut[0] : cut[1]].clone()
-
+        draws = _Draws(cell.seed, self.rank, numels, cuts)
         phase_bytes: list[list[list[int]]] = []
-        fid = Fidelity(self.world)
-        mine: list[torch.Tensor] = []  # this worker's gradients summed over the steps
-        total: list[torch.Tensor] = []  # rank 0: its aggregates summed over the steps
-        kept: list[torch.Tensor] = []
+        sums = _Sums(self.rank, self.world, keep)
         step_s: list[float] = []
         walls: list[tuple[float, dict[str, Any], list[Job]]] = []  # wall clock, per step
-
-        def account(step: int, b: int, x: torch.Tensor, out: Outcome) -> None:
-            """Fold bucket `b`'s gradient and aggregate into the fidelity's sums."""
-            x64 = x.double()
-            if step == 0:
-                mine.append(x64.clone())
-                exact, absum = x64, x64.abs()
-                dist.reduce(exact, dst=0)
-                dist.reduce(absum, dst=0)
-                if self.rank == 0:
-                    fid.first(out.aggregate, exact, absum)
-                    total.append(out.aggregate.double())
-                    if keep:
-                        kept.append(out.aggregate.clone())
-            else:
-                mine[b] += x64
-                if self.rank == 0:
-                    total[b] += out.aggregate.double()
-
         B = len(plan.buckets)
         backward = None
         if cell.compute_time == "measured":  # real gradients from a real backward
@@ -292,7 +467,7 @@ class Worker:
             options = strategy.executed(plan.options)
             if cell.clock == "wall":
                 if backward is None:  # every gradient first: drawing them is not timed
-                    xs = [draw(step, b) for b in range(B)]
+                    xs = [draws.draw(step, b, plan.buckets[b]) for b in range(B)]
                 else:  # made by backward, within the step
                     xs = [torch.empty(0)] * B
                 t0 = time.perf_counter()
@@ -302,18 +477,12 @@ class Worker:
                 )  # fmt: skip
                 step_s.append(time.perf_counter() - t0)
                 phase_bytes.append([out.phase_bytes for out in outs])
-                # the bytes on the wire as the simulator counts them (a ring allreduce's
-                # 2(n-1)/n of the vector...), for the payloads this step sent
-                sent = payloads(plan.options, phase_bytes[-1:], self.groups.sizes, comp.splittable)
-                fed = simulate(profile, costs, plan, payloads=sent)
-                wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
-                for j in jobs:
-                    j.bytes = wire.get(j.name, j.bytes)
+                self._wire_bytes(profile, costs, plan, phase_bytes[-1], comp.splittable, jobs)
                 walls.append(
                     (seconds, timeline_metrics(jobs, seconds, profile, self.world, B), jobs)
                 )
                 for b in range(B):  # released bucket by bucket: bert-base holds 440 MB
-                    account(step, b, xs[b], outs[b])
+                    sums.add(step, b, xs[b], outs[b])
                     xs[b] = outs[b] = None  # type: ignore[call-overload]
                 continue
             t0 = time.perf_counter()
@@ -324,20 +493,17 @@ class Worker:
             per_bucket = []
             for b, (bucket, option) in enumerate(zip(plan.buckets, options, strict=True)):
                 if backward is None:
-                    x = draw(step, b)
+                    x = draws.draw(step, b, bucket)
                 else:
                     x = torch.cat([grads[i] for i in bucket])
                     x = x if cuts[b] is None else x[cuts[b][0] : cuts[b][1]]  # type: ignore[index]
                 assert option is not None  # `emulate.check_cell` refuses buckets left out
                 out = run_option(option, x, comp, memory, f"bucket{b}", step, self.groups, b)
                 per_bucket.append(out.phase_bytes)
-                account(step, b, x, out)
+                sums.add(step, b, x, out)
             phase_bytes.append(per_bucket)
             step_s.append(time.perf_counter() - t0)
-        for b in range(len(plan.buckets)):
-            dist.reduce(mine[b], dst=0)
-            if self.rank == 0:
-                fid.total(total[b], mine[b])
+        sums.finish(len(plan.buckets))
         if cell.clock == "wall":
             iteration_s, metrics, jobs = walls[-1]
         else:  # each step's compute as measured; a periodic strategy's mean over its period
@@ -361,8 +527,8 @@ class Worker:
             "spans": Result(iteration_s, metrics, jobs).spans() if self.rank == 0 else None,
             "step_metrics": [w[1] for w in walls] if self.rank == 0 else None,
             "step_s": step_s,
-            "fidelity": fid.result() if self.rank == 0 else None,
-            "aggregates": kept if self.rank == 0 else None,
+            "fidelity": sums.fid.result() if self.rank == 0 else None,
+            "aggregates": sums.kept if self.rank == 0 else None,
             "held_out_passes": held_out_passes(),
         }
 
@@ -399,112 +565,14 @@ class Worker:
         `synchronous` (torch's powerSGD_hook, `Costs.synchronous`): nothing is deferred,
         and backward waits for each bucket's last work before it goes on."""
         B = len(plan.buckets)
-        finished = [threading.Event() for _ in range(B)]
-        failed = threading.Event()  # the communication thread stopped on an error
-
-        def wait_for(b: int) -> float:
-            """Under `synchronous`, wait until bucket `b` is done; the seconds waited."""
-            if not synchronous:
-                return 0.0
-            w0 = time.perf_counter()
-            if not finished[b].wait(SYNC_WAIT_S) or failed.is_set():
-                raise RuntimeError(f"bucket {b} not synchronised (its communication failed)")
-            return time.perf_counter() - w0
-
         cuts = cuts or [None] * B
+        w = _WallStep(self.groups, self.rank, profile, plan, xs, comp, memory, step, backward,
+                      cuts, synchronous)  # fmt: skip
+        finished, outs, handed = w.finished, w.outs, w.handed
         dist.barrier(group=self.groups.flat)  # type: ignore[arg-type]
-        t0 = time.perf_counter()
-        log: list[tuple[str, str, str, float, float, int]] = []
-        outs = [Outcome(torch.empty(0)) for _ in range(B)]
-        handed: queue.Queue[tuple[int, Iterator[str]] | None] = queue.Queue()
-
-        def measured() -> float:
-            owners: dict[int, list[int]] = {}  # a tensor's buckets (several: its shards)
-            for b, bucket in enumerate(plan.buckets):
-                for i in set(bucket):
-                    owners.setdefault(i, []).append(b)
-            left = [len(set(bucket)) for bucket in plan.buckets]
-            got: dict[int, torch.Tensor] = {}
-            waited: dict[int, float] = {}  # after tensor i, backward held (synchronous)
-
-            def hand(b: int) -> None:
-                option, cut = plan.options[b], cuts[b]
-                assert option is not None  # `emulate.check_cell` refuses buckets left out
-                xs[b] = torch.cat([got[j] for j in plan.buckets[b]])
-                if cut is not None:
-                    xs[b] = xs[b][cut[0] : cut[1]].clone()
-                parts = execute(
-                    option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
-                    outs[b], log, f"bucket {b}", b,
-                )  # fmt: skip
-                handed.put((b, parts))
-                wait_for(b)  # (inside backward's hook, as torch's is)
-
-            def ready(i: int, grad: torch.Tensor) -> float:
-                """Hand over the buckets tensor i completes. Under `synchronous`, the
-                seconds this held backward — the hand-over and the wait, which is the
-                hook's time, not compute: `Backward.step` leaves it out of the profile."""
-                r0 = time.perf_counter()
-                got[i] = grad
-                handed_one = False
-                for b in owners[i]:
-                    left[b] -= 1
-                    if not left[b]:  # the bucket's last gradient: hand it over
-                        hand(b)
-                        handed_one = True
-                if not (synchronous and handed_one):
-                    return 0.0
-                waited[i] = time.perf_counter() - r0
-                return waited[i]
-
-            try:
-                grads, done, start = backward.step(self.rank, step, ready)
-                for b in range(B):  # buckets holding a parameter backward never reached
-                    if left[b] > 0:
-                        got.update({j: grads[j] for j in plan.buckets[b] if j not in got})
-                        hand(b)
-                cursor = start - t0 + done.forward_s
-                log.append(("compute", "forward", "forward", start, t0 + cursor, 0))
-                for i, t in enumerate(done.tensors):
-                    log.append(("compute", t.name, "backward", t0 + cursor,
-                                t0 + cursor + t.backward_s, 0))  # fmt: skip
-                    cursor += t.backward_s + waited.get(i, 0.0)
-                return cursor
-            finally:
-                handed.put(None)
-
-        def compute() -> float:
-            try:
-                cursor = profile.forward_s
-                log.append(("compute", "forward", "forward", t0, t0 + cursor, 0))
-                done = 0
-                for b, (bucket, option) in enumerate(zip(plan.buckets, plan.options, strict=True)):
-                    for i in bucket:
-                        if i >= done:  # a tensor split over buckets is computed once
-                            t = profile.tensors[i]
-                            log.append(("compute", t.name, "backward", t0 + cursor,
-                                        t0 + cursor + t.backward_s, 0))  # fmt: skip
-                            cursor += t.backward_s
-                            done = i + 1
-                    _sleep_until(t0 + cursor)
-                    assert option is not None  # `emulate.check_cell` refuses buckets left out
-                    parts = execute(
-                        option, xs[b], comp, memory, f"bucket{b}", step, self.groups,
-                        outs[b], log, f"bucket {b}", b,
-                    )  # fmt: skip
-                    if on_gpu(option):  # the bucket's work before its first phase
-                        next(parts, None)
-                        cursor = max(cursor, time.perf_counter() - t0)
-                    handed.put((b, parts))
-                    if synchronous:  # backward goes on once the bucket is done
-                        wait_for(b)
-                        cursor = max(cursor, time.perf_counter() - t0)
-                return cursor
-            finally:
-                handed.put(None)
-
+        t0 = w.t0 = time.perf_counter()
         with ThreadPoolExecutor(1) as pool:
-            backward_done = pool.submit(compute if backward is None else measured)
+            backward_done = pool.submit(w.compute if backward is None else w.measured)
             later: list[tuple[int, Iterator[str]]] = []
             try:
                 while (item := handed.get()) is not None:
@@ -516,7 +584,7 @@ class Worker:
                         self._drop(outs[item[0]])
                     finished[item[0]].set()
             except BaseException:  # a waiting backward fails now, not after SYNC_WAIT_S
-                failed.set()
+                w.failed.set()
                 for event in finished:
                     event.set()
                 raise
@@ -529,9 +597,27 @@ class Worker:
         start = time.perf_counter()
         _sleep_until(start + profile.update_s)
         end = time.perf_counter()
-        log.append(("compute", "update", "update", start, end, 0))
-        jobs = [Job(st, name, kind, b - a, nb, a - t0) for st, name, kind, a, b, nb in log]
+        w.log.append(("compute", "update", "update", start, end, 0))
+        jobs = [Job(st, name, kind, b - a, nb, a - t0) for st, name, kind, a, b, nb in w.log]
         return outs, jobs, end - t0
+
+    def _wire_bytes(
+        self,
+        profile: Any,
+        costs: Any,
+        plan: Plan,
+        phase_bytes: list[list[int]],
+        splittable: bool,
+        jobs: list[Job],
+    ) -> None:
+        """Set the wall clock's communication jobs' bytes to the bytes on the wire as the
+        simulator counts them (a ring allreduce's 2(n-1)/n of the vector...), for the
+        payloads this step sent (`phase_bytes`, per bucket)."""
+        sent = payloads(plan.options, [phase_bytes], self.groups.sizes, splittable)
+        fed = simulate(profile, costs, plan, payloads=sent)
+        wire = {j.name: j.bytes for j in fed.jobs if j.kind == "comm"}
+        for j in jobs:
+            j.bytes = wire.get(j.name, j.bytes)
 
     def _drop(self, out: Outcome) -> None:
         """Only rank 0 measures the aggregate (`Fidelity`): the others let theirs go as

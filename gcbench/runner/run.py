@@ -290,16 +290,7 @@ def _run_locked(
     import ray
 
     if suite.mode == "emulate":  # a placement that can never fit: refused before any cell
-        from gcbench.cluster.emulate import refuse_placement
-
-        alive = [n for n in ray.nodes() if n.get("Alive")]
-        try:
-            for cell in todo:
-                refuse_placement(cell, alive)
-        except Exception:
-            if started_here:
-                ray.shutdown()
-            raise
+        _refuse_unplaceable(todo, started_here)
     info = cluster_info()
     if on_cluster:
         on_cluster(describe(info, started_here))
@@ -343,37 +334,13 @@ def _run_locked(
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
             for ref in ready:
                 cell = in_flight.pop(ref)
-                rows, spans, plan, error = _collect(ref, cell, suite.repetitions)
-                rows = [_record(cell, r, store, suite, error) for r in rows]
-                store.write_cell(cell.id, rows, spans, plan)
-                status[cell.id] = "ok" if error is None else "failed"
-                state.done += 1
-                if error is None:
+                if _finish_cell(ref, cell, suite, store, status, state, failures):
                     ok += 1
-                else:
-                    state.failed += 1
-                    failures.append(f"{_label(cell)}: {error}")
-                state.last = _label(cell)
             state.elapsed_s = time.monotonic() - t0
             if progress:
                 progress(state)
     except BaseException:
-        manifest.update(
-            status="interrupted", interrupted_at=_now(), cells=_counts(grid_ids, status)
-        )
-        store.write_manifest(manifest)
-        # a write the interrupt caught between creating its temporary and the `try` that
-        # removes it leaves that temporary behind (seen once in CI): this run holds the
-        # suite's lock, so every temporary in its folders is its own
-        store.remove_temporaries()
-        if started_here:
-            # Shutting down our own Ray ends its workers; cancelling first races with
-            # tasks that are finishing (Ray 2.x aborts with "Tried to complete task that
-            # was not pending").
-            ray.shutdown()
-        else:  # someone else's cluster: stop the work we gave it
-            for ref in in_flight:
-                ray.cancel(ref, force=True)
+        _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
         raise
     counts = _counts(grid_ids, status)
     manifest.update(
@@ -386,6 +353,75 @@ def _run_locked(
     if started_here:
         ray.shutdown()
     return summary(ok, failures)
+
+
+def _refuse_unplaceable(todo: list[Cell], started_here: bool) -> None:
+    """Refuse, before any cell runs, an emulated cell whose placement can never fit the
+    cluster's live nodes (`cluster.emulate.refuse_placement` raises); a Ray this run
+    started is shut down first."""
+    import ray
+
+    from gcbench.cluster.emulate import refuse_placement
+
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    try:
+        for cell in todo:
+            refuse_placement(cell, alive)
+    except Exception:
+        if started_here:
+            ray.shutdown()
+        raise
+
+
+def _finish_cell(
+    ref: Any,
+    cell: Cell,
+    suite: Suite,
+    store: RunStore,
+    status: dict[str, str],
+    state: Progress,
+    failures: list[str],
+) -> bool:
+    """Write the finished task `ref`'s cell (its rows, or its error's) and count it in
+    `status`, `state` and `failures`; whether it succeeded."""
+    rows, spans, plan, error = _collect(ref, cell, suite.repetitions)
+    rows = [_record(cell, r, store, suite, error) for r in rows]
+    store.write_cell(cell.id, rows, spans, plan)
+    status[cell.id] = "ok" if error is None else "failed"
+    state.done += 1
+    if error is not None:
+        state.failed += 1
+        failures.append(f"{_label(cell)}: {error}")
+    state.last = _label(cell)
+    return error is None
+
+
+def _interrupted(
+    store: RunStore,
+    manifest: dict[str, Any],
+    counts: dict[str, int],
+    in_flight: dict[Any, Cell],
+    started_here: bool,
+) -> None:
+    """Record an interrupted session (the manifest's status and cell counts, `counts`),
+    remove its temporaries, and stop its work: shut down a Ray this run started, else
+    cancel the tasks `in_flight` on someone else's cluster."""
+    import ray
+
+    manifest.update(status="interrupted", interrupted_at=_now(), cells=counts)
+    store.write_manifest(manifest)
+    # a write the interrupt caught between creating its temporary and the `try` that
+    # removes it leaves that temporary behind (seen once in CI): this run holds the
+    # suite's lock, so every temporary in its folders is its own
+    store.remove_temporaries()
+    if started_here:
+        # Shutting down our own Ray ends its workers; cancelling first races with
+        # tasks that are finishing (Ray 2.x aborts with "Tried to complete task that
+        # was not pending").
+        ray.shutdown()
+    else:  # someone else's cluster: stop the work we gave it
+        for ref in in_flight:
+            ray.cancel(ref, force=True)
 
 
 def _collect(

@@ -199,21 +199,7 @@ def _fast_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         a, b = args[0], args[1]
         return torch.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=a.dtype, device="meta")
     if packet is aten.max_pool2d_with_indices:
-        x, kernel = args[0], list(args[1])
-        stride = list(args[2]) if len(args) > 2 and args[2] else kernel
-        padding = list(args[3]) if len(args) > 3 else [0]
-        dilation = list(args[4]) if len(args) > 4 else [1]
-        ceil = bool(args[5]) if len(args) > 5 else False
-        k, st, p, d = (v * 2 if len(v) == 1 else v for v in (kernel, stride, padding, dilation))
-        spatial = []
-        for i in range(2):
-            span = x.shape[-2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1
-            n = (-(-span // st[i]) if ceil else span // st[i]) + 1
-            if ceil and (n - 1) * st[i] >= x.shape[-2 + i] + p[i]:
-                n -= 1
-            spatial.append(n)
-        out = torch.empty((*x.shape[:-2], *spatial), dtype=x.dtype, device="meta")
-        return out, torch.empty(out.shape, dtype=torch.long, device="meta")
+        return _max_pool_meta(args)
     if packet in (aten.adaptive_max_pool2d, aten._adaptive_avg_pool2d):
         x, size = args[0], list(args[1])
         out = torch.empty((*x.shape[:-2], *size), dtype=x.dtype, device="meta")
@@ -238,11 +224,41 @@ def _fast_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         keep = len(args) > 3 and args[3]
         shape = [1 if i in dims else n for i, n in enumerate(x.shape) if keep or i not in dims]
         return torch.empty(shape, dtype=x.dtype, device="meta")
-    if torch.Tag.pointwise in func.tags and isinstance(kwargs.get("out"), torch.Tensor):
+    if torch.Tag.pointwise in func.tags:
+        return _pointwise_meta(packet, args, kwargs)
+    return None
+
+
+def _max_pool_meta(args: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output and indices of `aten.max_pool2d_with_indices` on meta tensors (its
+    optional stride, padding, dilation and ceil_mode as torch defaults them)."""
+    x, kernel = args[0], list(args[1])
+    stride = list(args[2]) if len(args) > 2 and args[2] else kernel
+    padding = list(args[3]) if len(args) > 3 else [0]
+    dilation = list(args[4]) if len(args) > 4 else [1]
+    ceil = bool(args[5]) if len(args) > 5 else False
+    k, st, p, d = (v * 2 if len(v) == 1 else v for v in (kernel, stride, padding, dilation))
+    spatial = []
+    for i in range(2):
+        span = x.shape[-2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1
+        n = (-(-span // st[i]) if ceil else span // st[i]) + 1
+        if ceil and (n - 1) * st[i] >= x.shape[-2 + i] + p[i]:
+            n -= 1
+        spatial.append(n)
+    out = torch.empty((*x.shape[:-2], *spatial), dtype=x.dtype, device="meta")
+    return out, torch.empty(out.shape, dtype=torch.long, device="meta")
+
+
+def _pointwise_meta(packet: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The output of a pointwise operation (`torch.Tag.pointwise`) on meta tensors: its
+    `out=` tensor where that has the broadcast shape, the first argument for an in-place
+    one, else a new tensor of the broadcast shape; None (run it for real) for comparisons,
+    mixed dtypes, other keyword arguments or an `out=` of another shape."""
+    if isinstance(kwargs.get("out"), torch.Tensor):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         shape = _broadcast(*(t.shape for t in tensors))
         return kwargs["out"] if kwargs["out"].shape == shape else None
-    if torch.Tag.pointwise in func.tags and set(kwargs) <= {"approximate", "alpha"}:
+    if set(kwargs) <= {"approximate", "alpha"}:
         name = packet.__name__
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors or name.rstrip("_") in _COMPARISONS:
