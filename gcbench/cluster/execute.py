@@ -37,7 +37,7 @@ from gcbench.comm import byteps_partition
 from gcbench.compress.base import Compressor, Memory, Payload
 from gcbench.errors import ConfigError
 from gcbench.sim.iteration import stream_of
-from gcbench.sim.options import SECOND_STEP, Op, Option, Phase
+from gcbench.sim.options import COLLECTIVE_TABLE, Op, Option, Phase, second_steps
 
 # Compressed phases that take a payload per destination, compressed chunk by chunk
 CHUNKED = ("alltoall", "reduce_scatter")
@@ -246,8 +246,7 @@ class _Walk:
     # the chunked levels done (level, group size, this worker's index): a chunk's
     # payload decompresses under its own key (randomk's positions)
     chunk_levels: list[tuple[str, int, int]] = field(default_factory=list)
-    opened: list[str] = field(default_factory=list)  # levels of the divisible pairs whose
-    # second step is ahead
+    second: tuple[bool, ...] = ()  # per step: a divisible pair's second (`second_steps`)
     # per compressed second step (`theirs` then holds shards, not contributions): its
     # level, the number of shards and the length to cut their concatenation to,
     # innermost first
@@ -327,27 +326,23 @@ class _Walk:
         self.v = self.compressor.aggregate(got, pkey, self.step).reshape(-1)  # type: ignore[arg-type]
         self.mine = self.theirs = None
 
-    def phase(self, s: Phase) -> tuple[int, bool]:
+    def phase(self, at: int, s: Phase) -> tuple[int, bool]:
         """Phase `s` at its level: the bytes this worker put into it, and whether the
         caller logs it (not inside a section rooted elsewhere, nor a compressed
         allreduce, which logs its rounds itself)."""
         groups = self.groups
+        row = COLLECTIVE_TABLE[s.collective]
         # a divisible pair's second step at this level (its first opened it)
-        opened = self.opened
-        second = s.collective in SECOND_STEP.values() and bool(opened) and opened[-1] == s.level
-        if second:
-            opened.pop()
-        elif s.collective in ("reduce_scatter", "alltoall"):
-            opened.append(s.level)
+        second = self.second[at]
         group: Any = groups.group(s.level)
         size = groups.sizes[s.level]
-        if s.collective in ("pushpull", "byteps") and groups.servers is None:
+        if row.servers and groups.servers is None:
             raise NotEmulated(f"option {self.option.name!r}: {s.token} needs summation servers")
         root = groups.global_rank(s.level, self.bucket % size)
         if self.waiting:  # inside a section rooted elsewhere: only its broadcast is ours
             self.await_root(s, group, root)
             return 0, False
-        if s.collective in ("reduce", "gather") and size > 1 and root != groups.ranks["flat"]:
+        if row.opens and size > 1 and root != groups.ranks["flat"]:
             self.waiting.append(s.level)  # after sending, wait for the root's broadcast
         if s.compressed and s.collective in CHUNKED:
             return self.exchange_chunks(s, group, size), True
@@ -361,7 +356,7 @@ class _Walk:
         """Phase `s` inside a section rooted elsewhere: nothing, unless it is the
         section's broadcast, which brings the root's payloads (and what they are) or its
         vector."""
-        if s.collective == "broadcast" and s.level == self.waiting[-1]:
+        if COLLECTIVE_TABLE[s.collective].closes and s.level == self.waiting[-1]:
             self.waiting.pop()
             if s.compressed:  # the payloads the root holds, and what they are
                 received: list[Any] = [None, None, None]
@@ -413,79 +408,147 @@ class _Walk:
         self, s: Phase, group: Any, size: int, root: int, second: bool
     ) -> tuple[int, bool]:
         """A compressed phase on the payloads this worker holds (its own, or those a
-        gather brought it): the bytes sent, and whether the caller logs it (a compressed
-        allreduce logs its rounds itself)."""
-        name = self.option.name
+        gather brought it), by its collective (`_PAYLOAD_PHASES`): the bytes sent, and
+        whether the caller logs it (a compressed allreduce logs its rounds itself)."""
         # what this worker holds: its payload, or the payloads a gather brought it
         held: list[Payload] = self.theirs if self.theirs is not None else [self.mine]  # type: ignore[list-item]
         assert held and held[0] is not None
-        sent = sum(p.wire_bytes for p in held)
-        if s.collective == "gather":  # every worker's payloads to the root
-            every: list[Any] | None = [None] * size if not self.waiting else None
-            dist.gather_object(held, every, dst=root, group=group)
-            self.theirs = [p for part in every for p in part] if every is not None else None
-            self.mine = None
-        elif s.collective == "broadcast":  # the root's payloads to every worker
-            state = [held, self.slice_levels, self.chunk_levels]  # shards? chunks of which keys?
-            dist.broadcast_object_list(state, src=root, group=group)
-            self.theirs, self.mine = held, None
-        elif s.collective == "allgather" and self.mine is None:  # payloads a gather brought
+        run = _PAYLOAD_PHASES.get(s.collective)
+        if run is None:
+            raise NotEmulated(f"option {self.option.name!r}: compressed {s.collective}")
+        got = run(self, s, group, size, root, second, held)
+        return (sum(p.wire_bytes for p in held), True) if got is None else (got, False)
+
+    def gather_payloads(self, s: Phase, group: Any, size: int, root: int, second: bool,
+                        held: list[Payload]) -> int | None:  # fmt: skip
+        """Every worker's payloads to the root."""
+        every: list[Any] | None = [None] * size if not self.waiting else None
+        dist.gather_object(held, every, dst=root, group=group)
+        self.theirs = [p for part in every for p in part] if every is not None else None
+        self.mine = None
+        return None
+
+    def broadcast_payloads(self, s: Phase, group: Any, size: int, root: int, second: bool,
+                           held: list[Payload]) -> int | None:  # fmt: skip
+        """The root's payloads to every worker, and what they are (shards? chunks of
+        which keys?)."""
+        state = [held, self.slice_levels, self.chunk_levels]
+        dist.broadcast_object_list(state, src=root, group=group)
+        self.theirs, self.mine = held, None
+        return None
+
+    def allgather_payloads(self, s: Phase, group: Any, size: int, root: int, second: bool,
+                           held: list[Payload]) -> int | None:  # fmt: skip
+        """The peers' payloads (those a gather brought, or each one's own): to sum, or,
+        closing a pair, shards (different slices)."""
+        if self.mine is None:  # payloads a gather brought
             peers: list[Any] = [None] * size
             dist.all_gather_object(peers, held, group=group)
             self.theirs = [p for part in peers for p in part]
-            if second:  # forwarded shards: the peers' parts are different slices
-                self.slice_levels.append((s.level, size, self.sizes.pop()))
-        elif self.mine is None:
-            raise NotEmulated(f"option {name!r}: {s.token} after a gather")
-        elif s.collective == "pushpull":  # the servers sum and recompress: one payload
-            servers = self.groups.servers
-            assert servers is not None
-            self.theirs = [servers.pull(servers.push(self.key, self.step, self.mine))]
-            self.mine = None
-        elif s.collective == "allgather":  # the peers' payloads: to sum, or shards
-            self.theirs = _allgather_payloads(self.mine, group, size)
-            if second:
-                self.slice_levels.append((s.level, size, self.sizes.pop()))
-        elif s.collective == "allreduce":  # additive payloads sum, round by round
-            stream = stream_of(s.level, self.groups.sizes["inter"])
-            self.mine, sent = _allreduce_rounds(
-                self.mine, self.source, self.compressor, self.memory,
-                (self.key, self.step, group, stream), self.log, (self.tag, s.token),
-            )  # fmt: skip
-            self.source = None
-            return sent, False
         else:
-            raise NotEmulated(f"option {name!r}: compressed {s.collective}")
-        return sent, True
+            self.theirs = _allgather_payloads(self.mine, group, size)
+        if second:
+            self.slice_levels.append((s.level, size, self.sizes.pop()))
+        return None
+
+    def own_payload(self, s: Phase) -> Payload:
+        """This worker's own payload, which the phase needs (not payloads a gather
+        brought)."""
+        if self.mine is None:
+            raise NotEmulated(f"option {self.option.name!r}: {s.token} after a gather")
+        return self.mine
+
+    def pushpull_payloads(self, s: Phase, group: Any, size: int, root: int, second: bool,
+                          held: list[Payload]) -> int | None:  # fmt: skip
+        """The servers sum and recompress: one payload back."""
+        mine, servers = self.own_payload(s), self.groups.servers
+        assert servers is not None
+        self.theirs = [servers.pull(servers.push(self.key, self.step, mine))]
+        self.mine = None
+        return None
+
+    def allreduce_payloads(self, s: Phase, group: Any, size: int, root: int, second: bool,
+                           held: list[Payload]) -> int | None:  # fmt: skip
+        """Additive payloads summed, round by round (logged here): the bytes sent."""
+        mine = self.own_payload(s)
+        stream = stream_of(s.level, self.groups.sizes["inter"])
+        self.mine, sent = _allreduce_rounds(
+            mine, self.source, self.compressor, self.memory,
+            (self.key, self.step, group, stream), self.log, (self.tag, s.token),
+        )  # fmt: skip
+        self.source = None
+        return sent
 
     def dense_phase(self, s: Phase, group: Any, size: int, root: int) -> int:
-        """A phase on this worker's dense vector; the bytes it put in."""
-        v, servers = self.v, self.groups.servers
+        """A phase on this worker's dense vector, by its collective (`_DENSE_PHASES`); the
+        bytes it put in."""
+        v = self.v
         assert v is not None
         sent = v.numel() * v.element_size()
-        if s.collective == "allreduce":
-            dist.all_reduce(v, group=group)
-        elif s.collective == "pushpull":
-            assert servers is not None
-            v = servers.pull(servers.push(self.key, self.step, v))
-        elif s.collective == "byteps":
-            assert servers is not None
-            v = _byteps(v, self.key, self.step, group, servers, len(servers.handles))
-        elif s.collective == "reduce_scatter":
-            self.sizes.append(v.numel())
-            v = _reduce_scatter(v, group, size, self.groups.ranks[s.level])
-        elif s.collective == "reduce":  # the sum on the root (the others wait)
-            dist.reduce(v, dst=root, group=group)
-        elif s.collective == "broadcast":  # the root's vector to every worker
-            dist.broadcast(v, src=root, group=group)
-        elif s.collective == "gather":
-            raise NotEmulated(f"option {self.option.name!r}: a dense gather is not emulated")
-        else:  # allgather of the dense shards
-            parts = [torch.empty_like(v) for _ in range(size)]
-            dist.all_gather(parts, v, group=group)
-            v = torch.cat(parts)[: self.sizes.pop()] if self.sizes else torch.cat(parts)
-        self.v = v
+        self.v = _DENSE_PHASES[s.collective](self, s, v, group, size, root)
         return sent
+
+    def dense_allreduce(self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int) -> Any:
+        dist.all_reduce(v, group=group)
+        return v
+
+    def dense_pushpull(self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int) -> Any:
+        servers = self.groups.servers
+        assert servers is not None
+        return servers.pull(servers.push(self.key, self.step, v))
+
+    def dense_byteps(self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int) -> Any:
+        servers = self.groups.servers
+        assert servers is not None
+        return _byteps(v, self.key, self.step, group, servers, len(servers.handles))
+
+    def dense_reduce_scatter(
+        self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int
+    ) -> Any:
+        self.sizes.append(v.numel())
+        return _reduce_scatter(v, group, size, self.groups.ranks[s.level])
+
+    def dense_reduce(self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int) -> Any:
+        """The sum on the root (the others wait for its broadcast)."""
+        dist.reduce(v, dst=root, group=group)
+        return v
+
+    def dense_broadcast(self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int) -> Any:
+        """The root's vector to every worker."""
+        dist.broadcast(v, src=root, group=group)
+        return v
+
+    def dense_gather(self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int) -> Any:
+        raise NotEmulated(f"option {self.option.name!r}: a dense gather is not emulated")
+
+    def dense_allgather(self, s: Phase, v: torch.Tensor, group: Any, size: int, root: int) -> Any:
+        """The dense shards gathered back into the vector (cut to its size before the
+        pair's reduce-scatter)."""
+        parts = [torch.empty_like(v) for _ in range(size)]
+        dist.all_gather(parts, v, group=group)
+        return torch.cat(parts)[: self.sizes.pop()] if self.sizes else torch.cat(parts)
+
+
+# What a worker does in a phase, by collective: the emulator's rows of the collective
+# table (`sim.options.COLLECTIVE_TABLE` says what each does to the data; these run it on
+# real tensors). Payload phases return the bytes they logged themselves, else None.
+_PAYLOAD_PHASES = {
+    "gather": _Walk.gather_payloads,
+    "broadcast": _Walk.broadcast_payloads,
+    "allgather": _Walk.allgather_payloads,
+    "pushpull": _Walk.pushpull_payloads,
+    "allreduce": _Walk.allreduce_payloads,
+}
+_DENSE_PHASES = {
+    "allreduce": _Walk.dense_allreduce,
+    "pushpull": _Walk.dense_pushpull,
+    "byteps": _Walk.dense_byteps,
+    "reduce_scatter": _Walk.dense_reduce_scatter,
+    "reduce": _Walk.dense_reduce,
+    "broadcast": _Walk.dense_broadcast,
+    "gather": _Walk.dense_gather,
+    "allgather": _Walk.dense_allgather,
+}
 
 
 def execute(
@@ -517,7 +580,8 @@ def execute(
     n = x.numel()
     machines = groups.sizes["inter"]
     w = _Walk(option, compressor, memory, key, step, groups, bucket, log, tag,
-              v=x.half() if option.fp16 else x.clone(), dense_len=n)  # fmt: skip
+              v=x.half() if option.fp16 else x.clone(), dense_len=n,
+              second=second_steps(option.steps))  # fmt: skip
     started = deferred = False
     for si, s in enumerate(option.steps):
         t0 = time.perf_counter()
@@ -538,7 +602,7 @@ def execute(
             started = True
             yield COMM
             t0 = time.perf_counter()
-        sent, logged = w.phase(s)
+        sent, logged = w.phase(si, s)
         out.phase_bytes.append(sent)
         if log is not None and logged:
             label = f"{tag} {s.token}"

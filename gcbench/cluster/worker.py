@@ -456,7 +456,7 @@ class Worker:
         walls: list[tuple[float, dict[str, Any], list[Job]]] = []  # wall clock, per step
         B = len(plan.buckets)
         backward = None
-        if cell.compute_time == "measured":  # real gradients from a real backward
+        if cell.measured_compute:  # real gradients from a real backward
             from gcbench.cluster.backward import Backward
 
             device = "cuda" if torch.cuda.is_available() and _holds_gpu() else "cpu"
@@ -465,7 +465,7 @@ class Worker:
         for step in range(steps):
             plan, costs = period[step % len(period)].plan, period[step % len(period)].costs
             options = strategy.executed(plan.options)
-            if cell.clock == "wall":
+            if cell.wall_clock:
                 if backward is None:  # every gradient first: drawing them is not timed
                     xs = [draws.draw(step, b, plan.buckets[b]) for b in range(B)]
                 else:  # made by backward, within the step
@@ -504,7 +504,7 @@ class Worker:
             phase_bytes.append(per_bucket)
             step_s.append(time.perf_counter() - t0)
         sums.finish(len(plan.buckets))
-        if cell.clock == "wall":
+        if cell.wall_clock:
             iteration_s, metrics, jobs = walls[-1]
         else:  # each step's compute as measured; a periodic strategy's mean over its period
             clocks = [

@@ -23,6 +23,7 @@ from gcbench.config import Cell, Suite, expand, matches
 from gcbench.files import check_writable
 from gcbench.results.schema import record
 from gcbench.results.store import RunStore, SuiteLock, Unreadable, read_cell
+from gcbench.runner.backends import Backend, backend_for
 from gcbench.runner.cell import CellOutput, execute_cell
 
 CellFn = Callable[[Cell, int], CellOutput]
@@ -289,8 +290,8 @@ def _run_locked(
     started_here = connect(address, num_cpus=num_cpus)
     import ray
 
-    if suite.mode == "emulate":  # a placement that can never fit: refused before any cell
-        _refuse_unplaceable(todo, started_here)
+    backend = backend_for(suite)
+    _refuse_unplaceable(backend, todo, started_here)  # before any cell
     info = cluster_info()
     if on_cluster:
         on_cluster(describe(info, started_here))
@@ -312,11 +313,11 @@ def _run_locked(
     # instead of waiting for the driver's round trip (cheap cells: issue #13's overhead).
     cpus = max(1, int(info["resources"].get("CPU", 1)))
     limit = concurrency or 2 * cpus
-    if suite.mode == "emulate":  # each cell's actors use every core (and its memory)
+    if backend.one_at_a_time:  # each cell's actors use every core (and its memory)
         limit = 1
-    remote = ray.remote(num_cpus=1, max_retries=0)(_task)
-    # an emulated cell's task only drives its actors (`gcbench.cluster`), which need the CPUs
-    driver = ray.remote(num_cpus=0, max_retries=0)(_task)
+    # the remote task by the CPUs a cell's backend asks for (an emulated cell's task only
+    # drives its actors, which need the CPUs)
+    tasks: dict[float, Any] = {}
     pending = list(reversed(todo))
     in_flight: dict[Any, Cell] = {}
     failures: list[str] = []
@@ -328,7 +329,10 @@ def _run_locked(
         while pending or in_flight:
             while pending and len(in_flight) < limit:
                 cell = pending.pop()
-                task = driver if cell.mode == "emulate" else remote
+                need = backend_for(cell).task_cpus
+                task = tasks.get(need) or tasks.setdefault(
+                    need, ray.remote(num_cpus=need, max_retries=0)(_task)
+                )
                 ref = task.remote(cell.model_dump_json(), suite.repetitions, cell_fn)
                 in_flight[ref] = cell
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
@@ -355,18 +359,15 @@ def _run_locked(
     return summary(ok, failures)
 
 
-def _refuse_unplaceable(todo: list[Cell], started_here: bool) -> None:
-    """Refuse, before any cell runs, an emulated cell whose placement can never fit the
-    cluster's live nodes (`cluster.emulate.refuse_placement` raises); a Ray this run
-    started is shut down first."""
+def _refuse_unplaceable(backend: Backend, todo: list[Cell], started_here: bool) -> None:
+    """Refuse, before any cell runs, a cell whose placement can never fit the cluster's
+    live nodes (an emulated cell's actors: `Backend.refuse_placement` raises); a Ray this
+    run started is shut down first."""
     import ray
-
-    from gcbench.cluster.emulate import refuse_placement
 
     alive = [n for n in ray.nodes() if n.get("Alive")]
     try:
-        for cell in todo:
-            refuse_placement(cell, alive)
+        backend.refuse_placement(todo, alive)
     except Exception:
         if started_here:
             ray.shutdown()

@@ -453,7 +453,6 @@ def lower(
     steps: list[_Step] = []
     defer_at = -1  # first step that waits for backward
     tag = f"bucket {b}" if labels else ""
-    # (`_gpu_step` and `_copy_step` build the steps that need more than an append)
     started = False  # a phase has run: later GPU work waits on communication
     h = Holding(elements, G)  # what worker 0 holds (`options.Holding`)
     loc = "gpu"
@@ -523,10 +522,9 @@ def lower(
                 actor = f"root:{level}:{root}"
         if n <= 1:
             continue  # a group of one: nothing to send (a rooted pair pushed no section)
-        if h.comp:  # the phase's size argument (`Collective.size`, inline: a hot path)
-            size, name = h.held, row.payload_link
-        else:
-            size, name = (bpe * h.e * n if row.whole else bpe * h.e), row.name
+        # the phase's size argument and link collective (`Collective.size`, `link`, inline)
+        size = h.held if h.comp else (bpe * h.e * n if row.whole else bpe * h.e)
+        name = row.payload_link if h.comp else row.name
         label = _named(tag, token)
         if row.servers:
             dur, sent = _servers_phase(x, row.name, h, n, size)
