@@ -292,18 +292,25 @@ def test_progress_prints_its_last_state_once_around_ctrl_c(console):
     then the bar again: the bar stayed live while `run` printed its message. Now the
     SIGINT stops the bar first: its last state shows once, and the message comes last."""
     buf = console(80, terminal=True)
-    with progress_bar("smoke") as update:
-        update(progress(7))
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)  # the handler raises KeyboardInterrupt here
-            raise AssertionError("no KeyboardInterrupt")
-        except KeyboardInterrupt:
-            buf.write("\ninterrupted: finished cells are saved\n")  # as `run` does
+    # Python's own handler, as in a terminal: a shell's background job (CI's, sometimes)
+    # starts with SIGINT ignored
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with progress_bar("smoke") as update:
+            update(progress(7))
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler raises KeyboardInterrupt here
+                raise AssertionError("no KeyboardInterrupt")
+            except KeyboardInterrupt:
+                buf.write("\ninterrupted: finished cells are saved\n")  # as `run` does
+        restored = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, saved)
     lines = visible(buf.getvalue())
     assert lines[-1] == "interrupted: finished cells are saved", lines
     assert [line for line in lines if "7/30" in line] == [lines[0]]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    assert restored is signal.default_int_handler  # the bar put back what it found
 
 
 # --- bench compressors and profile: one line, exit 2 ------------------------------------
