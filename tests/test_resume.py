@@ -41,6 +41,9 @@ def gcbench(*args: str, cwd: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, Ray's processes included
+        # SIGINT as in a terminal: a shell's background job (CI's, sometimes) starts with
+        # it ignored, and a child would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
