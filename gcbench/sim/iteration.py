@@ -408,16 +408,11 @@ _Step = tuple[str, str, float, float, str, bool]
 
 
 def estimate_s(
-    option: Option,
-    bucket: list[int],
-    b: int,
-    costs: Costs,
-    numel: list[int],
-    elements: float | None = None,
+    option: Option, bucket: list[int], b: int, x: SimContext, elements: float | None = None
 ) -> float:
     """The sum of the durations of bucket `b`'s steps under `option`, as if none
     overlapped (HiPress's estimate of a partition alone, `strategies.baselines`)."""
-    steps, _ = lower(option, bucket, b, SimContext(costs, numel), elements)
+    steps, _ = lower(option, bucket, b, x, elements)
     return sum(step[2] for step in steps)
 
 

@@ -18,7 +18,7 @@ import math
 from typing import Any, ClassVar
 
 from gcbench.comm import PARTITION_BYTES
-from gcbench.sim.iteration import Costs, Plan, estimate_s, fuse
+from gcbench.sim.iteration import Costs, Plan, SimContext, estimate_s, fuse
 from gcbench.sim.options import PRESETS, Option
 from gcbench.strategies.base import Step, Strategy, register
 from gcbench.zoo.profile import ModelProfile
@@ -168,11 +168,11 @@ class HiPress(Strategy):
 
     def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:
         buckets, elements = hipress_partitions(profile)
-        numel = [t.numel for t in profile.tensors]
+        ctx = SimContext(costs, [t.numel for t in profile.tensors])  # its caches shared
         options: list[Option | None] = []
         for b, (bucket, e) in enumerate(zip(buckets, elements, strict=True)):
             estimate = {
-                o: estimate_s(o, bucket, b, costs, numel, e)
+                o: estimate_s(o, bucket, b, ctx, e)
                 for o in (HIPRESS_DENSE, HIPRESS_COMPRESSED)
             }
             options.append(min(estimate, key=lambda o: (estimate[o], o is HIPRESS_COMPRESSED)))
