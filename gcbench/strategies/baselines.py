@@ -42,7 +42,7 @@ class Uniform(Strategy):
 class Fp32(Uniform):
     name = "fp32"
     description = "ring allreduce over every GPU (PyTorch DDP, Horovod)"
-    source = "ByteComp Table 2 (baseline)"
+    source = "ByteComp §5.1 (the FP32 baseline), Table 2"
 
 
 @register
@@ -52,14 +52,14 @@ class Fp32TwoLevel(Uniform):
         "hierarchical allreduce: intra reduce-scatter, inter allreduce on G rings, intra "
         "allgather"
     )
-    source = "ByteComp §4.2.1 (hierarchical, uncompressed)"
+    source = "ByteComp §4.2.1, Dimension 3 (hierarchical communication)"
 
 
 @register
 class Fp16(Uniform):
     name = "fp16"
     description = "fp16 cast after backward, allreduce, cast back"
-    source = "ByteComp §6 (fp16 baseline)"
+    source = "COVAP §II-C, Table III (FP16)"
 
 
 @register
@@ -76,7 +76,7 @@ class AllgatherTwoLevel(Uniform):
     description = (
         "HiTopKComm: intra reduce-scatter, compress 1/G, inter allgather, intra allgather"
     )
-    source = "ByteComp §5 (HiTopKComm)"
+    source = "HiTopKComm, as ByteComp §5.1 compares it"
     compressor = "any"
     aliases = ("hitopkcomm",)
 
@@ -85,7 +85,7 @@ class AllgatherTwoLevel(Uniform):
 class Allreduce(Uniform):
     name = "allreduce"
     description = "the compressor's payloads allreduced over every GPU (additive compressors)"
-    source = "ByteComp §4.2.1 Dimension 3 (additive payloads)"
+    source = "ByteComp §4.2.1, Dimension 3 (for additive payloads: gcbench's addition)"
     compressor = "additive"
 
 
@@ -115,7 +115,7 @@ class BytePS(Uniform):
 class BytePSCompress(Uniform):
     name = "byteps-compress"
     description = "BytePS with compression at the summation servers, inter-machine only"
-    source = "BytePS slides (BytePS-Compress)"
+    source = "ByteComp §5.1 (the BytePS-Compress baseline)"
     compressor = "any"
     servers = "required"
 
@@ -163,7 +163,7 @@ class HiPress(Strategy):
         "HiPress: partitions of at most 4,096,000 bytes, each compressed only when that is "
         "estimated faster; gather + broadcast with rotating roots"
     )
-    source = "HiPress (SOSP'21) §3, as ByteComp §6 compares it"
+    source = "HiPress (SOSP'21), as ByteComp §5.1 compares it"
     compressor = "any"
 
     def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:

@@ -71,7 +71,7 @@ class PowerSGD(Strategy):
         "Power-SGD* as torch's powerSGD_hook runs it: per bucket allreduce the vectors, "
         "then P, then Q; the hook's final synchronize holds backward until the bucket is done"
     )
-    source = "PowerSGD (Vogels et al.) as ACP-SGD §V-A runs it (Power-SGD*)"
+    source = "ACP-SGD §V-A (Power-SGD*)"
     compressor = "own"
     own = "powersgd"
     torch_hook = True
@@ -88,7 +88,7 @@ class PowerSGD(Strategy):
 class ACPSGD(Strategy):
     name = "acpsgd"
     description = "ACP-SGD: one allreduce per step, alternating P and Q"
-    source = "ACP-SGD Algorithm 2, §IV"
+    source = "ACP-SGD §IV, Algorithm 2"
     compressor = "own"
     own = "acpsgd"
 

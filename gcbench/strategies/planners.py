@@ -187,7 +187,7 @@ class BytecompGreedy(_Planner):
         "whole option tree by default, `constraints: {space: named}` for fp32, fp32-2level, "
         "fp16, allgather, allgather-2level) the simulator times fastest, then CPU offload"
     )
-    source = "ByteComp §4.3, Algorithms 1 and 2"
+    source = "ByteComp §4.4, Algorithms 1 and 2"
 
     def plan(
         self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
@@ -202,7 +202,7 @@ class Bytecomp(_Planner):
         "ByteComp: the best of its Algorithm 1 plan and the uniform strategies inside its "
         "space"
     )
-    source = "ByteComp §4 (Algorithms 1 and 2, against its uniform strategies)"
+    source = "ByteComp §4.4 (its plan against the uniform strategies)"
 
     def plan(
         self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
@@ -217,7 +217,7 @@ class BruteForce(_Planner):
         "the fastest assignment of none, fp16, allgather and allgather-2level to every "
         "tensor (models of at most 10 tensors)"
     )
-    source = "ByteComp §6.3 (the optimum, for small models)"
+    source = "ByteComp §5.2.2 (brute force)"
 
     def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:
         from gcbench.plan.brute import brute_force as search
@@ -235,7 +235,7 @@ class UpperBound(_Planner):
         "bytecomp's plan (or a re-plan) with compression costing nothing: a bound, not a "
         "strategy one can run"
     )
-    source = "ByteComp Fig. 13 (the reference without compression costs)"
+    source = "ByteComp §5.2.4, Fig. 13 (the Upper Bound)"
 
     def plan(
         self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
