@@ -228,7 +228,7 @@ def _strategy(value: Any) -> str:
 Strategy = Annotated[
     str,
     PlainValidator(_strategy),
-    WithJsonSchema({"type": "string", "enum": strategies.names()}),
+    WithJsonSchema({"type": "string", "enum": strategies.names(plugins=False)}),
 ]
 # How gradients are fused into buckets: PyTorch DDP's (1 MiB, then 25 MiB), one bucket
 # per tensor, or buckets of at most a fixed number of bytes.

@@ -182,8 +182,12 @@ def registry() -> dict[str, Strategy]:
     return dict(_REGISTRY)
 
 
-def names() -> list[str]:
-    _load()
+def names(plugins: bool = True) -> list[str]:
+    """The registered strategies' names; `plugins=False`: without loading the entry
+    points first (at import time: a user's module is not loaded, nor its errors raised,
+    before a strategy is looked up)."""
+    if plugins:
+        _load()
     return list(_REGISTRY)
 
 
