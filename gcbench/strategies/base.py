@@ -28,6 +28,7 @@ starts (the CLI, Ray's workers) loads it (`docs/architecture.md`, "Your own stra
 from __future__ import annotations
 
 import difflib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -57,7 +58,7 @@ class Step:
     planner_parts: dict[str, float] = field(default_factory=dict)  # planner_s by stage
 
 
-class Strategy:
+class Strategy(ABC):
     """A named strategy; subclass it, set the class attributes, implement `build`."""
 
     name: ClassVar[str]
@@ -72,9 +73,9 @@ class Strategy:
     # allreduces a bucket, `cluster.fused.HookFused`), not one round per factor
     torch_hook: ClassVar[bool] = False
 
+    @abstractmethod
     def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:
         """The steps of one period for `cell` (a `config.Cell`)."""
-        raise NotImplementedError(f"strategy {self.name!r} does not implement build")
 
     def executed(self, options: list[Option | None]) -> list[Option | None]:
         """What an emulated worker runs for each of a plan's buckets: the plan's option."""

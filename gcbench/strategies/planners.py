@@ -32,6 +32,7 @@ the default (`PASSES`, `BUCKETS`).
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -164,6 +165,9 @@ def _bytecomp_plan(
 
 
 class _Planner(Strategy):
+    """A planner whose plan comes from Algorithm 1 (and 2), timed from the first
+    candidate to the plan (`_Timing`)."""
+
     compressor = "any"
     planner = True
 
@@ -173,10 +177,11 @@ class _Planner(Strategy):
         plan, costs = self.plan(cell, profile, costs, timing)
         return timing.step(plan, costs)
 
+    @abstractmethod
     def plan(
         self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing
     ) -> tuple[Plan, Costs]:
-        raise NotImplementedError
+        """The cell's plan and the costs it is timed with."""
 
 
 @register
@@ -211,13 +216,15 @@ class Bytecomp(_Planner):
 
 
 @register
-class BruteForce(_Planner):
+class BruteForce(Strategy):
     name = "brute-force"
     description = (
         "the fastest assignment of none, fp16, allgather and allgather-2level to every "
         "tensor (models of at most 10 tensors)"
     )
     source = "ByteComp §5.2.2 (brute force)"
+    compressor = "any"
+    planner = True
 
     def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:
         from gcbench.plan.brute import brute_force as search
