@@ -315,9 +315,10 @@ def _run_locked(
     limit = concurrency or 2 * cpus
     if backend.one_at_a_time:  # each cell's actors use every core (and its memory)
         limit = 1
-    # the remote task by the CPUs a cell's backend asks for (an emulated cell's task only
-    # drives its actors, which need the CPUs)
-    tasks: dict[float, Any] = {}
+    # every cell of a suite runs on the suite's backend (cells take the suite's mode): its
+    # task asks for the CPUs the backend says (an emulated cell's task only drives its
+    # actors, which need the CPUs)
+    task = ray.remote(num_cpus=backend.task_cpus, max_retries=0)(_task)
     pending = list(reversed(todo))
     in_flight: dict[Any, Cell] = {}
     failures: list[str] = []
@@ -329,10 +330,6 @@ def _run_locked(
         while pending or in_flight:
             while pending and len(in_flight) < limit:
                 cell = pending.pop()
-                need = backend_for(cell).task_cpus
-                task = tasks.get(need) or tasks.setdefault(
-                    need, ray.remote(num_cpus=need, max_retries=0)(_task)
-                )
                 ref = task.remote(cell.model_dump_json(), suite.repetitions, cell_fn)
                 in_flight[ref] = cell
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
