@@ -27,9 +27,7 @@ Every part by default.
 
 4. **Speed**: Algorithm 1 with candidates timed by the full simulator against the exact
    kernel (`gcbench.sim.kernel`), interleaved, the same plan checked, and Algorithm 2,
-   on resnet101, bert-base, gpt2 and ugatit (8 x 8 V100, 100 Gbps, dgc, 48 cores). The
-   kernel's compiled loop (numba) is loaded before the first timing, as the planner's
-   entry points load it before theirs; its load time is printed.
+   on resnet101, bert-base, gpt2 and ugatit (8 x 8 V100, 100 Gbps, dgc, 48 cores).
 
 5. **Option space** (`--space` only): Algorithm 1 over the 5 named options against all
    174 GPU paths of the decision tree, on lstm, vgg16, resnet50 and gpt2.
@@ -287,19 +285,14 @@ def speed(
     `profiles` (the authors' V100 profile collection), gcbench plans on those profiles
     instead of the zoo's."""
     from gcbench.plan.offload import algorithm2
-    from gcbench.sim.kernel import warm
     from gcbench.strategies.planners import BUCKETS, OFFLOAD_ORDER
 
     theirs = _espresso_timer(espresso)
-    t0 = time.perf_counter()
-    warm()  # numba's import and the kernel's compiled loop: once a process, as in `gcbench`
-    loaded = time.perf_counter() - t0
     print(
         "planner speed: 8 x 8 V100 NVLink, 100 Gbps, dgc 1%, 48 CPU cores a machine "
         f"({'the profiles of ' + str(profiles) if profiles else 'zoo profiles'}), "
         f"median of {repeats}, naive and kernel interleaved"
         + (", with the authors' planner (their own profiles and constants)" if theirs else "")
-        + f"; the kernel's compiled loop loaded first, in {loaded:.2f} s (in no timing)"
     )
     from gcbench.config.models import Constraints
     from gcbench.plan.space import planner_space

@@ -29,8 +29,8 @@ The rules (each failure lists every offender as `file:line`):
   lines count towards the function that holds it, too;
 - no private name crosses a module: no `from m import _x` and no `m._x` (m bound to a
   gcbench module by an import) outside m. Dunder names (`__version__`) are public. A
-  private module (a path component `_x`, e.g. `gcbench.sim._kernel_jit`) may be
-  imported only by modules of the package that holds it (`gcbench.sim.*`).
+  private module (a path component `_x`, e.g. `gcbench.compress._threelc_jit`) may be
+  imported only by modules of the package that holds it (`gcbench.compress.*`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from gcbench.comm import (
 from gcbench.config import Cell, expand, load_suite
 from gcbench.errors import ConfigError
 from gcbench.sim.chrome import chrome_trace, symmetric_spans
-from gcbench.sim.engine import Timeline
 from gcbench.sim.iteration import Costs, Plan, fuse, simulate
 from gcbench.sim.options import PRESETS, Option, declared_wire_bytes, enumerate_options
 from gcbench.sim.trace import gpu_idle_while_backward_ready
@@ -71,25 +70,68 @@ def run_option(c: Cell, option: Option, costs: Costs | None = None, fusion: str 
 
 
 def test_engine_serves_each_stream_in_fixed_order_not_arrival_order():
+    from reference_timeline import Timeline
+
     tl = Timeline()
     slow = tl.add("compute", "a", "backward", 5.0)
     fast = tl.add("compute", "b", "backward", 1.0, (slow,))
     first = tl.add("link", "x", "comm", 1.0, (slow,))  # ready at 5
     second = tl.add("link", "y", "comm", 1.0, (fast,))  # ready at 6: waits for x anyway
     third = tl.add("link", "z", "comm", 1.0)  # ready at 0, but added last: served last
-    assert tl.run() == 8.0
+    assert tl.end_s == 8.0
     assert (first.start_s, second.start_s, third.start_s) == (5.0, 6.0, 7.0)
 
 
 def test_jobs_are_timed_as_they_are_added_and_an_empty_model_is_fine():
+    from reference_timeline import Timeline
+
     tl = Timeline()
     a = tl.add("s", "a", "comm", 1.0)
     assert (a.start_s, a.end_s) == (0.0, 1.0)
     tl.add("t", "b", "comm", 2.0, (a,))
-    assert tl.run() == tl.run() == 3.0
+    assert tl.end_s == 3.0
     empty = ModelProfile("empty", 1, None, "samples", "v100", 0.0, 0.0, ())
     r = simulate(empty, costs_for(cell()), Plan([], []))
     assert r.iteration_s == 0.0 and r.metrics["scaling_factor"] == 1.0
+
+
+@settings(
+    max_examples=3 * settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(case=cases(), data=st.data())
+def test_the_one_recurrence_is_the_reference_event_engine(case: Case, data):
+    """`simulate` runs the one recurrence (`sim.timeline`) the planner's kernel runs too;
+    the reference event engine (`tests/reference_timeline.py`: linked jobs, each dependency
+    an object) must give the same jobs, to the bit: names, streams, starts, durations and
+    bytes, on random models, clusters, costs and plans — with a synchronous compressor
+    (backward held while each chain runs), with measured payloads, and with an emulated
+    worker's `sync` moving every collective (here: a peer later by a drawn delay, a
+    slowest peer longer by a drawn factor)."""
+    from reference_timeline import reference_iteration
+
+    costs = case.costs
+    if data.draw(st.booleans()):
+        costs = replace(costs, synchronous=True)
+    payloads = None
+    if data.draw(st.booleans()):
+        payloads = [[data.draw(st.floats(1, 1e6)) for _ in range(3)] for _ in case.plan.buckets]
+    sync = None
+    if data.draw(st.booleans()):
+        delay = data.draw(st.floats(0, 1e-3))
+        stretch = data.draw(st.floats(1, 3))
+
+        def sync(level, start, dur):
+            begin = start + (delay if level == "inter" else delay / 2)
+            return begin, begin + dur * stretch
+
+    want_s, want = reference_iteration(case.profile, costs, case.plan, payloads, sync)
+    got = simulate(case.profile, costs, case.plan, payloads=payloads, sync=sync)
+    assert got.iteration_s == want_s
+    assert [(j.stream, j.name, j.kind, j.start_s, j.dur_s, j.end_s, j.bytes) for j in got.jobs] == [
+        (j.stream, j.name, j.kind, j.start_s, j.dur_s, j.end_s, j.bytes) for j in want
+    ]
 
 
 # --- by hand ----------------------------------------------------------------------------

@@ -42,9 +42,9 @@ from gcbench.cluster.execute import (
 from gcbench.cluster.gradients import bucket_gradient
 from gcbench.compress import create, create_memory
 from gcbench.config import Cell
-from gcbench.sim.engine import Job
 from gcbench.sim.iteration import Plan, Result, simulate, timeline_metrics
 from gcbench.sim.options import Op, Option
+from gcbench.sim.timeline import Job
 
 # How long backward waits for a bucket under a synchronous hook before the step fails
 # (the process groups' own timeout is 30 s)

@@ -3,15 +3,17 @@ the kernel; `Kernel` takes them as its own), here so that each module reads in o
 
 Over a large option space most candidates are ruled out before they are timed, by lower
 bounds that never exceed the exact time (tests check them against it): `slot` times the
-plan without the candidate bucket's steps (no candidate ends earlier); `screen` bounds
-every option of the space at once from numpy tables of each option's seconds per stream,
-cached per bucket size; `bound` bounds one option more tightly, stream by stream
-(`_after`); `resume_at` times a candidate exactly from the slot's state.
+plan without the candidate bucket's steps (no candidate ends earlier) by the one
+recurrence (`timeline.Timeline`), watching each job join its stream's queue (`_Queues`);
+`screen` bounds every option of the space at once from numpy tables of each option's
+seconds per stream, cached per bucket size; `bound` bounds one option more tightly, stream
+by stream (`_after`); `resume_at` times a candidate exactly from the slot's state.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import add as _plus
@@ -19,39 +21,23 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from gcbench.sim.iteration import lower
+from gcbench.sim.iteration import Plan, lower
 from gcbench.sim.options import ROOTED
+from gcbench.sim.timeline import State, Step, Tail, Watch
 
 if TYPE_CHECKING:
-    from gcbench.sim.iteration import Plan
     from gcbench.sim.kernel import Checkpoints, Kernel
 
-# A lowered step as the kernel keeps it: (stream, seconds, waits for backward, is comm)
-Lowered = tuple[str, float, bool, bool]
 
-
-@dataclass
-class State:
-    """The kernel's state just before one bucket's backward: stream free times, the
-    compute chain's end, the iteration's end so far, the next tensor whose backward has
-    not run, and how many deferred tails (`rest`) were pending."""
-
-    free: dict[str, float]
-    last: float
-    end: float
-    done: int
-    pending: int
-
-
-def per_stream(steps: list[Any], cut: int) -> tuple[dict[str, float], dict[str, float]]:
+def per_stream(steps: Sequence[Step], cut: int) -> tuple[dict[str, float], dict[str, float]]:
     """A lowering's seconds per stream before its first step that waits for backward, and
     from that one on (`iteration.lower`'s steps; negative seconds count as none)."""
     pre: dict[str, float] = {}
     post: dict[str, float] = {}
     for j, s in enumerate(steps):
         part = pre if j < cut else post
-        d = s[2]
-        part[s[0]] = part.get(s[0], 0.0) + (d if d > 0 else 0.0)
+        d = s.dur
+        part[s.stream] = part.get(s.stream, 0.0) + (d if d > 0 else 0.0)
     return pre, post
 
 
@@ -88,6 +74,8 @@ def _served(jobs: list[tuple[float, float, float, float]]) -> tuple[float, ...]:
         if p + q > most_p:
             most_p = p + q
     return most_c, most_cm, most_p, c, cm, p
+
+
 # Per option of a space, for one bucket (`Kernel.screen`): the streams, each option's
 # seconds on each, and its chain's seconds before and after the first step that waits
 # (columns: each a stream, or for a root's stream (name, level, suffix), named per bucket;
@@ -114,7 +102,7 @@ class Slot:
 
     bucket: int
     before: State
-    rest: list[tuple[list[Lowered], int, float, int]]
+    rest: list[Tail]
     last: float
     backward_end: float
     backward_base: float
@@ -124,12 +112,6 @@ class Slot:
     top: float
     moving: float
     update: float
-    # for the compiled resume: the checkpoints the slot's plan shares its later buckets
-    # with, and `before` as arrays (free times by stream id, tails' lowerings and ends)
-    resume: Checkpoints | None = None
-    free_ids: np.ndarray | None = None
-    rest_low: np.ndarray | None = None
-    rest_t: np.ndarray | None = None
 
 
 def slot(
@@ -154,74 +136,27 @@ def slot(
     st = resume.states[at]
     free = dict(st.free)
     rest = resume.rest[: st.pending]
-    last, end, done = self._phase1(plan, at, m, free, st.last, st.end, st.done, rest)
-    before = State(dict(free), last, end, done, len(rest))
-    last, end, done = self._backward(plan.buckets[m], free, last, end, done)
-    bw = self._bw
+    last, done = self.phase1(plan, at, m, free, st.last, st.done, rest, self._shared,
+                             memo=self._memo(plan))  # fmt: skip
+    before = State(dict(free), last, done, len(rest))
+    last, done = self.backward(plan.buckets[m], free, last, done)
     update = self.profile.update_s if self.profile.update_s > 0 else 0.0
     # The plan without the candidate's steps, timed exactly from here: adding the
     # candidate's jobs to the streams' queues can only delay every later job, so each
     # job's readiness here (its bucket's previous step done, backward done where it
     # waits for it) is a release it keeps with any candidate, and this plan's
     # iteration time a bound for all of them.
-    # Jobs: [release, a release that follows the backward alone (later by a
-    # candidate's shift; from the backward's earliest ends), seconds, tail] per
-    # stream, in the order the stream serves them.
-    early: dict[str, list[tuple[float, float, float, float]]] = {}  # phase one
-    late: dict[str, list[tuple[float, float, float, float]]] = {}  # pending, later
     base = dict(free)
-    now, ends = last, end  # the compute chain, the iteration's end so far
-    ready = last  # the earliest end of the backward so far, for the moving releases
-    sizes = plan.elements
-    done_at = done
-    chains: list[tuple[list[Lowered], int, float, float]] = []  # phase two, in order
-    for steps, cut, t, _ in rest:  # pending: from their steps that wait for backward
-        chains.append((steps, cut, t, -math.inf))
-    pending = {}
-    # a backward job has run since the slot's bucket: only then does a chain's release
-    # follow the backward (a bucket sharing the slot's tensor, a partition, has none)
-    moved = False
-    for b in range(m + 1, len(plan.buckets)):
-        bucket, opt = plan.buckets[b], plan.options[b]
-        if bucket and bucket[-1] >= done_at:
-            moved = True
-            piece = bw[max(bucket[0], done_at) : bucket[-1] + 1]
-            seconds = reduce(_plus, piece, 0.0)
-            early.setdefault("compute", []).append((now, ready, seconds, update))
-            t = base.get("compute", 0.0)
-            now = reduce(_plus, piece, t if t > now else now)
-            base["compute"] = now
-            if now > ends:
-                ends = now
-            ready = reduce(_plus, piece, ready)
-            done_at = bucket[-1] + 1
-        if opt is None or self.ctx.N == 1:
-            continue
-        steps, cut = self._shared(bucket, opt, b, None if sizes is None else sizes[b])[:2]
-        after = sum(d for _, d, _, _ in steps) + update
-        release = ready if moved else -math.inf
-        t, moving, ends = _enqueue(steps, 0, cut, now, release, after, early, base, ends, None)
-        chains.append((steps, cut, t, moving))
-    backward_base = now  # the backward's end without the candidate's steps, exact
-    tails = now
-    for n_chain, (steps, cut, t, moving) in enumerate(chains):
-        if n_chain == len(rest):
-            pending = {s: len(v) for s, v in late.items()}
-        after = sum(d for _, d, _, _ in steps[cut:]) + update
-        if cut < len(steps):
-            moving = ready if ready > moving else moving
-        t, moving, ends = _enqueue(
-            steps, cut, len(steps), t, moving, after, late, base, ends, backward_base
-        )
-        if t > tails:
-            tails = t
-    if len(chains) == len(rest):
-        pending = {s: len(v) for s, v in late.items()}
-    f = base.get("compute", 0.0)
-    without = (f if f > tails else tails) + update  # the plan's time without it
-    backward_end = ready  # the backward's earliest end from the backward alone
+    later = list(rest)
+    queues = _Queues(m, last, update, self._bw)
+    now, _ = self.phase1(plan, m + 1, len(plan.buckets), base, last, done, later,
+                         self._shared, watch=queues, memo=self._memo(plan))  # fmt: skip
+    queues.backward_base = now  # the backward's end without the candidate's steps, exact
+    without = self.phase2(base, now, later, queues)  # the plan's time without it
+    early, late, pending = queues.early, queues.late, queues.pending
+    backward_end = queues.ready  # the backward's earliest end from the backward alone
     streams: dict[str, StreamSums] = {}
-    top = max(end, without if without > ends else ends, backward_end + update)
+    top = max(without, backward_end + update)
     moving = -math.inf
     for stream in {*free, *early, *late} if top <= bar else ():
         jobs = early.get(stream, []) + late.get(stream, [])
@@ -237,15 +172,63 @@ def slot(
         v = max(a0m, a2m, c0m + b2)
         if v > moving:
             moving = v
-    more = done < len(bw)  # tensors whose backward runs after the bucket's steps
-    slot = Slot(m, before, rest, last, backward_end, backward_base, more, free, streams, top,
-                moving, update)  # fmt: skip
-    if resume.arrays is not None and top <= bar:  # it may resume candidates: compiled
-        slot.resume = resume
-        slot.free_ids = self._ids(before.free)
-        slot.rest_low = np.array([self._lid[id(r[0])] for r in rest], np.int64)
-        slot.rest_t = np.array([r[2] for r in rest])
-    return slot
+    more = done < len(self.profile.tensors)  # backward runs after the bucket's steps
+    return Slot(m, before, rest, last, backward_end, queues.backward_base, more, free,
+                streams, top, moving, update)  # fmt: skip
+
+
+class _Queues(Watch):
+    """`slot`'s watch over the plan without bucket `m`'s steps: each job after bucket
+    m's backward queued on its stream as (release, a release that follows the backward
+    alone, seconds, tail) — in phase one (`early`: backward pieces and steps that need
+    not wait) or phase two (`late`), with per stream how many of the late ones belong to
+    buckets before m (`pending`: the candidate's deferred steps come after them). The
+    release is the job's readiness; the moving one, the backward's earliest end from
+    the backward alone (`ready`: later by what a candidate delays the backward) plus the
+    chain's seconds since, once a backward job has run after bucket m (a bucket sharing
+    bucket m's tensor, a partition, has none); the tail, the rest of its chain and the
+    update."""
+
+    def __init__(self, m: int, ready: float, update: float, bw: list[float]):
+        self.m, self.ready, self.update_s, self._bw = m, ready, update, bw
+        self.early: dict[str, list[tuple[float, float, float, float]]] = {}
+        self.late: dict[str, list[tuple[float, float, float, float]]] = {}
+        self.pending: dict[str, int] = {}
+        self.backward_base = math.inf  # the backward's exact end, set before phase two
+        self._moved = False
+        self._queue = self.early
+        self._moving: dict[int, float] = {}  # per bucket, its chain's after phase one
+        self._b, self._at, self._after = -1, -math.inf, 0.0
+
+    def backward(self, lo: int, hi: int, dep: float, start: float) -> None:
+        self._moved = True
+        piece = self._bw[lo : hi + 1]
+        self.early.setdefault("compute", []).append(
+            (dep, self.ready, reduce(_plus, piece, 0.0), self.update_s)
+        )
+        self.ready = reduce(_plus, piece, self.ready)
+
+    def chain(self, b: int, steps: Sequence[Step], cut: int, late: bool) -> None:
+        if self._queue is self.early and self._b >= 0:  # the previous chain's, kept
+            self._moving[self._b] = self._at
+        self._b = b
+        if late:
+            self._queue = self.late
+            at = self._moving.get(b, -math.inf)
+            self._at = self.ready if self.ready > at else at
+            self._after = sum(s.dur for s in steps[cut:]) + self.update_s
+        else:
+            self._at = self.ready if self._moved else -math.inf
+            self._after = sum(s.dur for s in steps) + self.update_s
+
+    def step(self, b: int, step: Step, dep: float, start: float) -> float:
+        dur = step.dur
+        self._after -= dur
+        self._queue.setdefault(step.stream, []).append((dep, self._at, dur, self._after))
+        if self._queue is self.late and b < self.m:
+            self.pending[step.stream] = self.pending.get(step.stream, 0) + 1
+        self._at += dur
+        return start + dur
 
 
 def bound(self: Kernel, slot: Slot, plan: Plan, option: Any) -> float:
@@ -258,14 +241,14 @@ def bound(self: Kernel, slot: Slot, plan: Plan, option: Any) -> float:
     sizes = plan.elements
     if self.ctx.N == 1:
         return slot.top
-    steps, cut, chain_post, per_post, _, _ = self._shared(
+    steps, cut, chain_post, per_post, _ = self._shared(
         plan.buckets[b], option, b, None if sizes is None else sizes[b]
     )
     free = slot.free
     t = slot.last
     ends: dict[str, float] = {}
     for k in range(cut):
-        stream, dur = steps[k][0], steps[k][1]
+        stream, dur = steps[k].stream, steps[k].dur
         f = free.get(stream, 0.0)
         if f > t:
             t = f
@@ -290,9 +273,7 @@ def bound(self: Kernel, slot: Slot, plan: Plan, option: Any) -> float:
         a = ends.get(stream)
         if a is None:
             a = free.get(stream, 0.0)
-        v = _after(
-            slot.streams.get(stream, _IDLE), a, post.get(stream, 0.0), backward_end, shift
-        )
+        v = _after(slot.streams.get(stream, _IDLE), a, post.get(stream, 0.0), backward_end, shift)
         v = v if v > a + slot.update else a + slot.update
         if v > low:
             low = v
@@ -387,7 +368,7 @@ def option_table(
             k, at = self._key(bucket, o, b, size)
             got = self.cache.get(k)
             if got is not None:
-                sums.append((got[4], got[3]))
+                sums.append((got.pre, got.post))
             else:
                 # only the screen's survivors are timed: their steps kept then
                 pre_s, post_s = per_stream(*lower(o, bucket, b, x, at, labels=False))
@@ -434,47 +415,7 @@ def resume_at(self: Kernel, plan: Plan, slot: Slot) -> float:
     """The exact iteration time of `plan` (the slot's plan with its bucket's option
     set), from the state before the slot's bucket."""
     before = slot.before
-    ck = slot.resume
-    if ck is not None and ck.arrays is not None and plan.elements is None:
-        assert slot.free_ids is not None and slot.rest_low is not None
-        assert slot.rest_t is not None
-        got = self._compiled(
-            plan, ck.arrays, slot.bucket, slot.free_ids, before.last, before.end,
-            before.done, slot.rest_low, slot.rest_t, before.pending,
-        )  # fmt: skip
-        if got is not None:
-            return got
-    return self._run(plan, before, slot.rest[: before.pending], slot.bucket, None)
-
-
-def _enqueue(
-    steps: list[Lowered],
-    lo: int,
-    hi: int,
-    t: float,
-    moving: float,
-    after: float,
-    queue: dict[str, list[tuple[float, float, float, float]]],
-    base: dict[str, float],
-    ends: float,
-    backward: float | None,
-) -> tuple[float, float, float]:
-    """`Kernel.slot`'s walk of steps lo..hi-1 of one bucket's chain (its end so far `t`):
-    each step queued on its stream as (release, release following the backward alone,
-    seconds, tail) and timed on `base`; with `backward`, a step that waits for it starts
-    no earlier. The chain's end, the moving release and the iteration's end so far."""
-    for k in range(lo, hi):
-        stream, dur = steps[k][0], steps[k][1]
-        dep = t if backward is None or not steps[k][2] or t >= backward else backward
-        after -= dur
-        queue.setdefault(stream, []).append((dep, moving, dur, after))
-        f = base.get(stream, 0.0)
-        t = (f if f > dep else dep) + dur
-        base[stream] = t
-        if t > ends:
-            ends = t
-        moving += dur
-    return t, moving, ends
+    return self.resume(plan, before, slot.rest[: before.pending], slot.bucket)
 
 
 _IDLE = StreamSums(*(-math.inf,) * 5, 0.0, *(-math.inf,) * 3)  # a stream with no jobs

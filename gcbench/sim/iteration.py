@@ -6,7 +6,7 @@ backward tensors in gradient order on the `compute` stream; gradients fused into
 phase by phase, every duration from `gcbench.comm` and the cell's compression costs; the
 optimizer update once every aggregated gradient is in.
 
-**Streams** (each serves its jobs in the order they are added, `gcbench.sim.engine`):
+**Streams** (each serves its jobs in the order they are issued, `gcbench.sim.timeline`):
 `compute` (worker 0's GPU), `cpu:<i>` (worker 0's share of its machine's CPU pool),
 `pcie:d2h` and `pcie:h2d` (GPU -> host and host -> GPU copies, separate directions),
 `intra` (the machine's NVLink or PCIe fabric), `inter_tx` (the machine's NICs: every
@@ -71,8 +71,18 @@ from gcbench.comm import (
     wire_bytes,
 )
 from gcbench.errors import ConfigError
-from gcbench.sim.engine import Job, Timeline, no_gc
 from gcbench.sim.options import COLLECTIVE_TABLE, Holding, Op, Option, check, second_steps
+from gcbench.sim.timeline import (
+    Job,
+    Lowering,
+    Recorder,
+    Step,
+    Sync,
+    Timeline,
+    clamped,
+    new_step,
+    no_gc,
+)
 from gcbench.sim.trace import Span, breakdown
 from gcbench.zoo.profile import ModelProfile
 
@@ -218,8 +228,7 @@ class Result:
 
     def spans(self, worker: int = 0) -> list[Span]:
         return [
-            Span(worker, j.stream, j.name, j.kind, j.start_s, j.dur_s, j.bytes)
-            for j in self.jobs
+            Span(worker, j.stream, j.name, j.kind, j.start_s, j.dur_s, j.bytes) for j in self.jobs
         ]
 
 
@@ -358,11 +367,6 @@ class SimContext:
         return steps * link.latency_s, factor / link.effective_Bps, wire_bytes(name, 1.0, n) * share
 
 
-# An emulated worker's agreement with its peers on one collective (`gcbench.cluster`):
-# (level, its local start, its duration) -> the collective's (start, end) across the group
-Sync = Callable[[str, float, float], tuple[float, float]]
-
-
 def simulate(
     profile: ModelProfile,
     costs: Costs,
@@ -379,32 +383,10 @@ def simulate(
         return _simulate(profile, costs, plan, keep_jobs, payloads, sync)
 
 
-def _synced(tl: Timeline, sync: Sync) -> Callable[..., Job]:
-    """`tl.add` where a collective starts when its last peer is ready and lasts until
-    its slowest peer is done (`sync`, by the level its label names: `bucket <b> <level>:...`)."""
-
-    def add(
-        stream: str, name: str, kind: str, dur: float, deps: tuple[Job, ...] = (), nbytes: float = 0
-    ) -> Job:
-        if kind != "comm":
-            return tl.add(stream, name, kind, dur, deps, nbytes)
-        start = tl.free.get(stream, 0.0)
-        for d in deps:
-            start = max(start, d.end_s)
-        start, end = sync(name.split()[2].split(":")[0], start, dur if dur > 0 else 0.0)
-        return tl.add(stream, name, kind, end - start, deps, nbytes, earliest=start)
-
-    return add
-
-
 def stream_of(level: str, machines: int) -> str:
     """The stream a phase at `level` occupies: the NICs across machines, else NVLink/PCIe
     inside one (an emulated worker's wall-clock log names its phases the same way)."""
     return "inter_tx" if level == "inter" or (level == "flat" and machines > 1) else "intra"
-
-
-# A lowered step: (stream, kind, seconds, bytes, label, after_backward)
-_Step = tuple[str, str, float, float, str, bool]
 
 
 def estimate_s(
@@ -413,7 +395,7 @@ def estimate_s(
     """The sum of the durations of bucket `b`'s steps under `option`, as if none
     overlapped (HiPress's estimate of a partition alone, `strategies.baselines`)."""
     steps, _ = lower(option, bucket, b, x, elements)
-    return sum(step[2] for step in steps)
+    return sum(step.dur for step in steps)
 
 
 def _ratio_payload(ratio: float) -> Callable[[float], float]:
@@ -428,7 +410,7 @@ def lower(
     elements: float | None = None,
     fed: Sequence[float | None] | None = None,
     labels: bool = True,
-) -> tuple[list[_Step], int]:
+) -> tuple[list[Step], int]:
     """One bucket's option as a chain of steps, and the index of the first step that must
     wait for backward to end (len(steps) when none). `fed`: the payload each compression
     (`c`, in order) made as measured, one chunk's bytes (None: the size model's).
@@ -445,7 +427,7 @@ def lower(
 
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
     G = x.G
-    steps: list[_Step] = []
+    steps: list[Step] = []
     defer_at = -1  # first step that waits for backward
     tag = f"bucket {b}" if labels else ""
     started = False  # a phase has run: later GPU work waits on communication
@@ -523,20 +505,20 @@ def lower(
         label = _named(tag, token)
         if row.servers:
             dur, sent = _servers_phase(x, row.name, h, n, size)
-            steps.append((stream, "comm", dur, sent, label, False))
+            steps.append(_comm(stream, dur, sent, label))
             row.after(h, n, second, level == "intra", G)  # the servers sum every push
             continue
         if h.comp and rounds > 1 and not row.rounds:
             raise _rounds_error(c.compressor, rounds, token)
         dur, sent = x.comm(level, name, size, h.rings if inter else G)
-        steps.append((stream, "comm", dur, sent, label, False))  # a phase waits for none
+        steps.append(_comm(stream, dur, sent, label))  # a phase waits for none
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
             defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
                                  _named(tag, f"compress round {r}"), cgpu)  # fmt: skip
             more = payloads[r](h.e)
             dur, sent = x.comm(level, name, more, h.rings if inter else G)
-            steps.append((stream, "comm", dur, sent, _named(tag, f"{token} round {r}"), False))
+            steps.append(_comm(stream, dur, sent, _named(tag, f"{token} round {r}")))
         row.after(h, n, second, level == "intra", G)
         if row.closes and frames and frames[-1][0] == level:
             _, outer, changed = frames.pop()
@@ -549,6 +531,11 @@ def lower(
         defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
                              c.cast_s(elements), _named(tag, "cast fp32"), True)  # fmt: skip
     return steps, (defer_at if defer_at >= 0 else len(steps))
+
+
+def _comm(stream: str, dur: float, sent: float, label: str) -> Step:
+    """A phase: a collective's step (it waits for no backward: only its chain)."""
+    return new_step((stream, "comm", dur, sent, label, False))
 
 
 def _named(tag: str, what: str) -> str:
@@ -598,7 +585,7 @@ def _bytes(h: Holding, bpe: int) -> float:
 
 
 def _gpu_step(
-    steps: list[_Step],
+    steps: list[Step],
     defer_at: int,
     started: bool,
     stream: str,
@@ -613,15 +600,16 @@ def _gpu_step(
     deferred = gpu and (started or stream != "compute")
     if deferred and defer_at < 0:
         defer_at = len(steps)
-    steps.append((stream, kind, dur, 0, label, deferred and stream != "compute"))
+    steps.append(new_step((stream, kind, dur, 0, label, deferred and stream != "compute")))
     return defer_at
 
 
-def _copy_step(c: Costs, actor: str, to: str, nbytes: float, tag: str) -> _Step:
+def _copy_step(c: Costs, actor: str, to: str, nbytes: float, tag: str) -> Step:
     """A copy of `nbytes` between GPU and host memory (`to` the one it goes to), on worker
     0's PCIe direction or on a root's own stream."""
     stream = ("pcie:h2d" if to == "gpu" else "pcie:d2h") if actor == "w0" else actor
-    return (stream, "copy", copy_s(nbytes, c.pcie), 0, f"{tag} copy" if tag else "", False)
+    label = f"{tag} copy" if tag else ""
+    return new_step((stream, "copy", copy_s(nbytes, c.pcie), 0, label, False))
 
 
 def _summed_payload(
@@ -668,44 +656,15 @@ def _simulate(
     payloads: Sequence[Sequence[float | None] | None] | None = None,
     sync: Sync | None = None,
 ) -> Result:
-    tl = Timeline()
-    numel = [t.numel for t in profile.tensors]
-    add = tl.add if sync is None else _synced(tl, sync)
-    last = add("compute", "forward", "forward", profile.forward_s)
-    n = costs.gpus
-    x = SimContext(costs, numel)
-    tails: list[Job] = []
-    rest: list[tuple[list[_Step], int, Job]] = []
-    done = 0  # tensors whose backward is on the timeline
-    sizes = plan.elements
-    for b, (bucket, opt) in enumerate(zip(plan.buckets, plan.options, strict=True)):
-        for i in bucket:
-            if i >= done:  # a tensor split over buckets is computed once
-                t = profile.tensors[i]
-                last = add("compute", t.name, "backward", t.backward_s, (last,))
-                done = i + 1
-        if n == 1 or opt is None:
-            continue
+    x = SimContext(costs, [t.numel for t in profile.tensors])
+
+    def lowering(bucket: list[int], option: Any, b: int, size: float | None) -> Lowering:
         # this bucket's payloads as they were on the wire, in place of the size model's
-        measured = None if payloads is None else payloads[b]
-        steps, cut = lower(opt, bucket, b, x, None if sizes is None else sizes[b], measured)
-        job = last
-        if costs.synchronous:  # the whole chain now, and backward goes on after it
-            for stream, kind, dur, nbytes, label, _ in steps:
-                job = add(stream, label, kind, dur, (job,), nbytes)
-            last = job
-            continue
-        for stream, kind, dur, nbytes, label, _ in steps[:cut]:
-            job = add(stream, label, kind, dur, (job,), nbytes)
-        rest.append((steps, cut, job))
-    backward_end = last
-    for steps, cut, job in rest:  # pass 2: what waits for backward, bucket by bucket
-        for stream, kind, dur, nbytes, label, after_backward in steps[cut:]:
-            deps = (job, backward_end) if after_backward else (job,)
-            job = add(stream, label, kind, dur, deps, nbytes)
-        tails.append(job)
-    add("compute", "update", "update", profile.update_s, (last, *tails))
-    iteration_s = tl.run()
-    jobs = tl.jobs
-    metrics = timeline_metrics(jobs, iteration_s, profile, n, len(plan.buckets))
+        steps, cut = lower(option, bucket, b, x, size, None if payloads is None else payloads[b])
+        return Lowering(clamped(steps), cut)
+
+    watch = Recorder(profile, sync)
+    iteration_s = Timeline(profile, costs).run(plan, lowering, watch)
+    jobs = watch.jobs
+    metrics = timeline_metrics(jobs, iteration_s, profile, costs.gpus, len(plan.buckets))
     return Result(iteration_s, metrics, jobs if keep_jobs else [])

@@ -42,7 +42,7 @@ from gcbench.plan.greedy import fused_plan, greedy
 from gcbench.plan.offload import Order, algorithm2
 from gcbench.plan.space import Space, brute_space, planner_space
 from gcbench.sim.iteration import Costs, Plan, zero_s
-from gcbench.sim.kernel import Kernel, warm
+from gcbench.sim.kernel import Kernel
 from gcbench.strategies.base import Step, Strategy, register
 
 if TYPE_CHECKING:
@@ -172,7 +172,6 @@ class _Planner(Strategy):
     planner = True
 
     def build(self, cell: Any, profile: ModelProfile, costs: Costs) -> list[Step]:
-        warm()  # the kernel's compiled loop, loaded once a process: not a plan's time
         timing = _Timing()
         plan, costs = self.plan(cell, profile, costs, timing)
         return timing.step(plan, costs)
