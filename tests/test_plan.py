@@ -442,6 +442,14 @@ def test_a_candidate_resumed_from_checkpoints_times_as_a_fresh_run(case: Case, d
     assert kernel.iteration_s(changed, ck, at) == want == Kernel(
         case.profile, case.costs
     ).iteration_s(changed)
+    # bounded by a limit: the exact time at or below it; above it, the time or a lower
+    # bound on it that passes the limit too (a candidate that cannot win)
+    limit = want * data.draw(st.sampled_from([0.0, 0.5, 0.9, 0.999999, 1.0, 1.5]))
+    got = kernel.iteration_s(changed, ck, at, limit)
+    if want > limit:
+        assert limit < got <= want
+    else:
+        assert got == want
 
 
 @settings(

@@ -306,7 +306,7 @@ class _Search:
             assert fast is not None and inc.checkpoints is not None
             empty = list(shape.options)
             empty[m] = None
-            without = fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at)
+            without = fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at, limit)
             if without > limit:
                 got = (shape, None, without)
             else:
@@ -317,17 +317,19 @@ class _Search:
             self.slots[lo, hi] = got
         return got
 
-    def timed(self, lo: int, hi: int, k: int) -> tuple[float, Plan, list[object] | None]:
+    def timed(
+        self, lo: int, hi: int, k: int, limit: float = math.inf
+    ) -> tuple[float, Plan, list[object] | None]:
         """The incumbent with tensors lo..hi set to option `k` of `choices`, timed exactly:
         by the kernel from the first bucket it changes, or (naive) fused and simulated
-        whole."""
+        whole. Above `limit` (it cannot win) the kernel may give a lower bound instead."""
         self.sims += 1
         if self.fast is None:
             trial = list(self.options)
             trial[lo : hi + 1] = [self.choices[k]] * (hi + 1 - lo)
             return self.full(trial)
         plan, at = candidate_plan(self.inc, lo, hi, self.choices[k], self.sizes, self.rule)
-        return self.fast.iteration_s(plan, self.inc.checkpoints, at), plan, None
+        return self.fast.iteration_s(plan, self.inc.checkpoints, at, limit), plan, None
 
     def sort_runs(
         self, runs: list[tuple[int, int]]
@@ -390,7 +392,7 @@ class _Search:
         total, exact, slotted = self.sort_runs(runs)
         for pos in sorted(exact):
             lo, hi = runs[pos % 2]
-            take(pos, self.timed(lo, hi, pos // 2))
+            take(pos, self.timed(lo, hi, pos // 2, limit()))
         # run by run, the whole bucket first (measured: 4% faster on bert-base than the
         # tensor first), so that a run's slot and screen are built under the bar the
         # candidates timed so far have set (often past the run's bound: none built)
@@ -412,7 +414,7 @@ class _Search:
                 chosen[where.bucket] = self.choices[k]
                 trial = Plan(shape.buckets, chosen)
                 self.sims += 1
-                take(2 * k + r, (fast.resume_at(trial, where), trial, None))
+                take(2 * k + r, (fast.resume_at(trial, where, limit()), trial, None))
         self.pruned += total - len(found)
         if not low < best_s * BETTER:
             return -1, best_s, self.plan, self.jobs

@@ -411,11 +411,12 @@ def option_table(
     return hit
 
 
-def resume_at(self: Kernel, plan: Plan, slot: Slot) -> float:
+def resume_at(self: Kernel, plan: Plan, slot: Slot, limit: float = math.inf) -> float:
     """The exact iteration time of `plan` (the slot's plan with its bucket's option
-    set), from the state before the slot's bucket."""
+    set), from the state before the slot's bucket (above `limit`: maybe a lower bound,
+    `Kernel.resume`)."""
     before = slot.before
-    return self.resume(plan, before, slot.rest[: before.pending], slot.bucket)
+    return self.resume(plan, before, slot.rest[: before.pending], slot.bucket, limit)
 
 
 _IDLE = StreamSums(*(-math.inf,) * 5, 0.0, *(-math.inf,) * 3)  # a stream with no jobs

@@ -79,7 +79,7 @@ from gcbench.sim.timeline import (
     Step,
     Sync,
     Timeline,
-    clamped,
+    as_program,
     new_step,
     no_gc,
 )
@@ -424,7 +424,6 @@ def lower(
     # per-tensor GPU seconds of each compression of this bucket (low-rank QRs: bound by
     # launches, so a shard of every matrix costs as many as the whole)
     extra = 0.0 if c.tensor_compress_s is None else sum(c.tensor_compress_s[i] for i in bucket)
-
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
     G = x.G
     steps: list[Step] = []
@@ -505,20 +504,21 @@ def lower(
         label = _named(tag, token)
         if row.servers:
             dur, sent = _servers_phase(x, row.name, h, n, size)
-            steps.append(_comm(stream, dur, sent, label))
+            steps.append(new_step((stream, "comm", dur, sent, label, False)))
             row.after(h, n, second, level == "intra", G)  # the servers sum every push
             continue
         if h.comp and rounds > 1 and not row.rounds:
             raise _rounds_error(c.compressor, rounds, token)
         dur, sent = x.comm(level, name, size, h.rings if inter else G)
-        steps.append(_comm(stream, dur, sent, label))  # a phase waits for none
+        steps.append(new_step((stream, "comm", dur, sent, label, False)))  # waits for none
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
             defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
                                  _named(tag, f"compress round {r}"), cgpu)  # fmt: skip
             more = payloads[r](h.e)
             dur, sent = x.comm(level, name, more, h.rings if inter else G)
-            steps.append(_comm(stream, dur, sent, _named(tag, f"{token} round {r}")))
+            label = _named(tag, f"{token} round {r}")
+            steps.append(new_step((stream, "comm", dur, sent, label, False)))
         row.after(h, n, second, level == "intra", G)
         if row.closes and frames and frames[-1][0] == level:
             _, outer, changed = frames.pop()
@@ -531,11 +531,6 @@ def lower(
         defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
                              c.cast_s(elements), _named(tag, "cast fp32"), True)  # fmt: skip
     return steps, (defer_at if defer_at >= 0 else len(steps))
-
-
-def _comm(stream: str, dur: float, sent: float, label: str) -> Step:
-    """A phase: a collective's step (it waits for no backward: only its chain)."""
-    return new_step((stream, "comm", dur, sent, label, False))
 
 
 def _named(tag: str, what: str) -> str:
@@ -661,7 +656,7 @@ def _simulate(
     def lowering(bucket: list[int], option: Any, b: int, size: float | None) -> Lowering:
         # this bucket's payloads as they were on the wire, in place of the size model's
         steps, cut = lower(option, bucket, b, x, size, None if payloads is None else payloads[b])
-        return Lowering(clamped(steps), cut)
+        return as_program(steps, cut)
 
     watch = Recorder(profile, sync)
     iteration_s = Timeline(profile, costs).run(plan, lowering, watch)

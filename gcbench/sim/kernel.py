@@ -24,6 +24,7 @@ stream, cached per bucket size; `bound` bounds one option more tightly, stream b
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -31,7 +32,7 @@ from gcbench.sim import bounds
 from gcbench.sim.bounds import Table, per_stream
 from gcbench.sim.iteration import Costs, Plan, SimContext, lower
 from gcbench.sim.options import ROOTED
-from gcbench.sim.timeline import Spans, State, Step, Tail, Timeline, clamped
+from gcbench.sim.timeline import Exceeded, Spans, State, Step, Tail, Timeline, as_program
 from gcbench.zoo.profile import ModelProfile
 
 
@@ -41,7 +42,7 @@ class Cached(NamedTuple):
     seconds and each stream's share of them, and each stream's share of the steps
     before it (`bounds` reads them)."""
 
-    steps: list[Step]
+    steps: Sequence[Step]
     cut: int
     post_s: float
     post: tuple[tuple[str, float], ...]
@@ -125,13 +126,11 @@ class Kernel(Timeline):
         key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
-            lowered, cut = lower(option, bucket, b, self.ctx, size, labels=False)
-            steps = clamped(lowered)
+            steps, cut, post_s = as_program(*lower(option, bucket, b, self.ctx, size, labels=False))
             pre, post = per_stream(steps, cut)
             hit = self.cache[key] = Cached(
-                steps, cut, sum(s.dur for s in steps[cut:]), tuple(post.items()),
-                tuple(pre.items()),
-            )  # fmt: skip
+                steps, cut, post_s, tuple(post.items()), tuple(pre.items())
+            )
         return hit
 
     def _shared(self, bucket: list[int], option: Any, b: int, size: float | None) -> Cached:
@@ -166,24 +165,36 @@ class Kernel(Timeline):
                               ck.states, watch, self._memo(plan))  # fmt: skip
         return self.phase2(free, last, ck.rest, watch), ck
 
-    def iteration_s(self, plan: Plan, resume: Checkpoints | None = None, at: int = 0) -> float:
+    def iteration_s(
+        self, plan: Plan, resume: Checkpoints | None = None, at: int = 0, limit: float = math.inf
+    ) -> float:
         """One iteration's time; with `resume`, the checkpoints of a plan whose first `at`
         buckets equal this plan's, phase one starts at bucket `at` from its state there
-        (the same floats in the same order: the same result)."""
+        (the same floats in the same order: the same result). With `limit`, a time above
+        it may be a lower bound instead (`resume`)."""
         if resume is None:  # a plan timed whole shares nothing with a checkpointed one
             self.evaluations += 1
             return self.run(plan, self._steps)
         st = resume.states[at]
-        return self.resume(plan, st, resume.rest[: st.pending], at)
+        return self.resume(plan, st, resume.rest[: st.pending], at, limit)
 
-    def resume(self, plan: Plan, state: State, rest: list[Tail], at: int) -> float:
+    def resume(
+        self, plan: Plan, state: State, rest: list[Tail], at: int, limit: float = math.inf
+    ) -> float:
         """`plan`'s time from `state`, the state before its bucket `at`, and `rest`, the
-        deferred tails pending then (a list of the caller's, extended here)."""
+        deferred tails pending then (a list of the caller's, extended here). Where the
+        time passes `limit` (a candidate that cannot win), it may stop as soon as a lower
+        bound does, and return that bound: a value above `limit`, never above the time."""
         self.evaluations += 1
         free = dict(state.free)
-        last, _ = self.phase1(plan, at, len(plan.buckets), free, state.last, state.done, rest,
-                              self._shared, memo=self._memo(plan))  # fmt: skip
-        return self.phase2(free, last, rest)
+        try:
+            last, _ = self.phase1(
+                plan, at, len(plan.buckets), free, state.last, state.done, rest, self._shared,
+                memo=self._memo(plan), limit=limit,
+            )  # fmt: skip
+            return self.phase2(free, last, rest, limit=limit)
+        except Exceeded as e:
+            return e.low
 
     def _memo(self, plan: Plan) -> Any:
         """`_shared`'s identity memo, for `phase1` to look up inline (plans with sizes of

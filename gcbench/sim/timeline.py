@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial, reduce
@@ -58,10 +59,12 @@ new_step = partial(tuple.__new__, Step)
 
 class Lowering(NamedTuple):
     """A bucket's program: its steps, and the first that must wait for backward to end
-    (len(steps) where none does): the steps before it run in phase one, beside backward."""
+    (len(steps) where none does): the steps before it run in phase one, beside backward;
+    the seconds of the steps from that one on."""
 
     steps: Sequence[Step]
     cut: int
+    post_s: float
 
 
 class Program(Protocol):
@@ -74,15 +77,33 @@ class Program(Protocol):
     @property
     def cut(self) -> int: ...
 
+    @property
+    def post_s(self) -> float: ...
+
 
 # `lowering(bucket, option, b, size)`: bucket b's program under `option` (`size`: the
 # elements it holds where the plan says, else None: its tensors')
 Lowerer = Callable[[list[int], Any, int, "float | None"], Program]
 
 
-def clamped(steps: Sequence[Step]) -> list[Step]:
-    """`steps` with negative seconds as 0 (what the recurrence times)."""
-    return [s if s.dur >= 0 else s._replace(dur=0.0) for s in steps]
+def as_program(steps: Sequence[Step], cut: int) -> Lowering:
+    """A bucket's program from its lowered steps, negative seconds taken as 0."""
+    kept = [s if s.dur >= 0 else s._replace(dur=0.0) for s in steps]
+    return Lowering(kept, cut, sum(s.dur for s in kept[cut:]))
+
+
+class Exceeded(Exception):
+    """A bounded run (`limit`) stopped where a lower bound on the iteration's time, `low`,
+    passed the limit: the plan cannot win where the planner asked (`Kernel.resume`)."""
+
+    def __init__(self, low: float):
+        super().__init__(low)
+        self.low = low
+
+
+# A chain's end plus its remaining seconds is summed in another order than the
+# recurrence adds them: a bound takes this much off for rounding
+_SLACK = 1 - 1e-12
 
 
 # A bucket's deferred steps (phase two): its steps, its cut, the end of its chain after
@@ -231,16 +252,19 @@ class Timeline:
         states: list[State] | None = None,
         watch: Watch | None = None,
         memo: Callable[[tuple[int, int, int]], Any] | None = None,
+        limit: float = math.inf,
     ) -> tuple[float, int]:
         """Buckets first..stop-1: each one's backward, then its steps that need not wait
         for backward (`free` and `rest` updated in place): (last, done). `states`
         gets the state before each bucket (the kernel's checkpoints); `memo`, where given,
         looks a lowering up by (id(bucket), id(option), b) first: (bucket, option,
-        lowering) or None."""
+        lowering) or None. Raises `Exceeded` once a chain's end, its remaining seconds and
+        the update pass `limit` (no later job can end earlier)."""
         single, synchronous = self._single, self._synchronous
         sizes = plan.elements
         buckets, options = plan.buckets, plan.options
         get, keep, bw = free.get, rest.append, self._bw
+        bounded, update = limit < math.inf, self._update
         for b in range(first, stop):
             bucket, opt = buckets[b], options[b]
             if states is not None:
@@ -279,6 +303,8 @@ class Timeline:
                 last = t
                 continue
             keep((steps, cut, t, b))
+            if bounded and (t + hit.post_s + update) * _SLACK > limit:
+                raise Exceeded((t + hit.post_s + update) * _SLACK)
         return last, done
 
     def phase2(
@@ -287,10 +313,12 @@ class Timeline:
         last: float,
         rest: list[Tail],
         watch: Watch | None = None,
+        limit: float = math.inf,
     ) -> float:
         """After backward: each bucket's steps that wait for it, in bucket order; the
-        update after every chain. The iteration's time."""
+        update after every chain. The iteration's time (`limit`: as in `phase1`)."""
         get = free.get
+        update = self._update
         backward_end = last
         tails = last
         for steps, cut, t, b in rest:
@@ -310,10 +338,12 @@ class Timeline:
                 free[stream] = t
             if t > tails:
                 tails = t
+                if (t + update) * _SLACK > limit:
+                    raise Exceeded((t + update) * _SLACK)
         start = get("compute", 0.0)
         if tails > start:
             start = tails
-        t = start + self._update
+        t = start + update
         if watch is not None:
             watch.update(start)
         return t
