@@ -189,6 +189,8 @@ class _Queues(Watch):
     bucket m's tensor, a partition, has none); the tail, the rest of its chain and the
     update."""
 
+    chains = True
+
     def __init__(self, m: int, ready: float, update: float, bw: list[float]):
         self.m, self.ready, self.update_s, self._bw = m, ready, update, bw
         self.early: dict[str, list[tuple[float, float, float, float]]] = {}

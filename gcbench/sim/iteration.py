@@ -78,6 +78,7 @@ from gcbench.sim.timeline import (
     Recorder,
     Step,
     Sync,
+    Synced,
     Timeline,
     as_program,
     new_step,
@@ -240,6 +241,12 @@ def _checked(option: Option, additive: bool, compressor: str) -> tuple[bool, ...
     return second_steps(option.steps)
 
 
+# Options' layouts (`SimContext.layout`), by (id(option), what the layout reads of the
+# costs): (the option, its layout)
+_LAYOUTS: dict[tuple[Any, ...], tuple[Option, tuple[tuple[Any, ...], ...]]] = {}
+_LAYOUTS_MAX = 1 << 16
+
+
 class SimContext:
     """Per-simulation constants: group sizes, links, the CPU share, cost caches."""
 
@@ -257,8 +264,8 @@ class SimContext:
         self.numel = numel
 
         self._shapes: dict[tuple[str, str, int], tuple[float, float, float] | None] = {}
-        # by the option's identity (its hash is a Python call): (the option, its layout)
-        self._layouts: dict[int, tuple[Option, tuple[tuple[Any, ...], ...]]] = {}
+        # what an option's layout reads of the costs (`_LAYOUTS` keys by it)
+        self._reads = (c.additive, c.compressor, c.splittable, self.M, self.G)
 
     def layout(self, option: Option) -> tuple[tuple[Any, ...], ...]:
         """`option` checked against the cell's compressor, and what `lower` reads of each
@@ -268,8 +275,10 @@ class SimContext:
         it for a compressor that cannot split a payload), for a phase (False, level,
         collective's row of `options.COLLECTIVE_TABLE`, group size, stream, token, second
         step of a divisible pair, needs device memory (inside one machine), crosses
-        machines by rings)."""
-        known = self._layouts.get(id(option))
+        machines by rings). Shared by every context of the same cluster and compressor
+        (`_LAYOUTS`: each simulation builds a context of its own)."""
+        key = (id(option), self._reads)
+        known = _LAYOUTS.get(key)
         if known is not None and known[0] is option:
             return known[1]
         c = self.c
@@ -295,7 +304,9 @@ class SimContext:
                 level == "inter",
             ))  # fmt: skip
         got = tuple(out)
-        self._layouts[id(option)] = (option, got)  # holds it: no other has its id
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = (option, got)  # holds the option: no other can take its id
         return got
 
     def servers_comm(
@@ -658,7 +669,7 @@ def _simulate(
         steps, cut = lower(option, bucket, b, x, size, None if payloads is None else payloads[b])
         return as_program(steps, cut)
 
-    watch = Recorder(profile, sync)
+    watch = Recorder(profile) if sync is None else Synced(profile, sync)
     iteration_s = Timeline(profile, costs).run(plan, lowering, watch)
     jobs = watch.jobs
     metrics = timeline_metrics(jobs, iteration_s, profile, costs.gpus, len(plan.buckets))

@@ -88,8 +88,11 @@ Lowerer = Callable[[list[int], Any, int, "float | None"], Program]
 
 def as_program(steps: Sequence[Step], cut: int) -> Lowering:
     """A bucket's program from its lowered steps, negative seconds taken as 0."""
-    kept = [s if s.dur >= 0 else s._replace(dur=0.0) for s in steps]
-    return Lowering(kept, cut, sum(s.dur for s in kept[cut:]))
+    durs = [s.dur for s in steps]
+    if durs and min(durs) < 0:
+        steps = [s if s.dur >= 0 else s._replace(dur=0.0) for s in steps]
+        durs = [d if d >= 0 else 0.0 for d in durs]
+    return Lowering(steps, cut, sum(durs[cut:]))
 
 
 class Exceeded(Exception):
@@ -144,7 +147,10 @@ class Job:
 
 class Watch:
     """Sees each job as the recurrence times it (the default sees nothing). `step` returns
-    the step's end: `start + step.dur`, or later where a watch moves it."""
+    the step's end: `start + step.dur`, or later where a watch moves it. `chain` is
+    called only where `chains` is true."""
+
+    chains = False
 
     def forward(self, end: float) -> None:
         """The forward pass, from 0 to `end`."""
@@ -289,7 +295,7 @@ class Timeline:
             steps, cut = hit.steps, hit.cut
             if synchronous:
                 cut = len(steps)
-            if watch is not None:
+            if watch is not None and watch.chains:
                 watch.chain(b, steps, cut, False)
             t = last
             for step in steps[:cut] if cut < len(steps) else steps:
@@ -326,7 +332,7 @@ class Timeline:
                 if t > tails:
                     tails = t
                 continue
-            if watch is not None:
+            if watch is not None and watch.chains:
                 watch.chain(b, steps, cut, True)
             for step in steps[cut:]:
                 stream, _, dur, _, _, waits = step
@@ -355,15 +361,12 @@ Sync = Callable[[str, float, float], tuple[float, float]]
 
 
 class Recorder(Watch):
-    """Keeps every job (`jobs`, in the order issued); with `sync`, a collective starts
-    when its last peer is ready and lasts until its slowest peer is done (by the level
-    its label names: `bucket <b> <level>:...`)."""
+    """Keeps every job (`jobs`, in the order issued)."""
 
-    def __init__(self, profile: ModelProfile, sync: Sync | None = None):
+    def __init__(self, profile: ModelProfile):
         self.jobs: list[Job] = []
         self._tensors = profile.tensors
         self._update = profile.update_s
-        self._sync = sync
 
     def forward(self, end: float) -> None:
         self.jobs.append(Job("compute", "forward", "forward", end, 0, 0.0))
@@ -378,19 +381,37 @@ class Recorder(Watch):
             start = job.end_s
 
     def step(self, b: int, step: Step, dep: float, start: float) -> float:
-        dur = step.dur
-        if self._sync is not None and step.kind == "comm":
-            at, until = self._sync(step.label.split()[2].split(":")[0], start, dur)
-            if at > start:
-                start = at
-            dur = until - at
-        job = Job(step.stream, step.label, step.kind, dur if dur > 0 else 0.0, step.bytes, start)
+        stream, kind, dur, nbytes, label, _ = step
+        job = Job(stream, label, kind, dur, nbytes, start)
         self.jobs.append(job)
         return job.end_s
 
     def update(self, start: float) -> None:
         u = self._update
         self.jobs.append(Job("compute", "update", "update", u if u > 0 else 0.0, 0, start))
+
+
+class Synced(Recorder):
+    """A `Recorder` on an emulated worker's virtual clock: a collective starts when its
+    last peer is ready and lasts until its slowest peer is done (`sync`, by the level its
+    label names: `bucket <b> <level>:...`)."""
+
+    def __init__(self, profile: ModelProfile, sync: Sync):
+        super().__init__(profile)
+        self._sync = sync
+
+    def step(self, b: int, step: Step, dep: float, start: float) -> float:
+        stream, kind, dur, nbytes, label, _ = step
+        if kind == "comm":
+            at, until = self._sync(label.split()[2].split(":")[0], start, dur)
+            if at > start:
+                start = at
+            dur = until - at
+            if dur < 0:
+                dur = 0.0
+        job = Job(stream, label, kind, dur, nbytes, start)
+        self.jobs.append(job)
+        return job.end_s
 
 
 class Spans(Watch):
