@@ -83,6 +83,15 @@ def test_run_then_report(ray_local, tmp_path):
     r = invoke("report", str(tmp_path / "results/tiny"), "--out", str(tmp_path / "again"))
     assert r.exit_code == 0 and (tmp_path / "again/index.html").is_file()
     assert (tmp_path / "again/plotly.min.js").is_file()
+    # a fresh run of some cells (issue #35 item 4: every `run --only` crashed writing its
+    # report, and `report` on that run crashed the same way)
+    only = ["--only", "model=tiny-mlp", "--only", "machines=2", "--fresh"]
+    out = ["--results", str(tmp_path / "results"), "--reports", str(tmp_path / "reports")]
+    r = invoke("run", str(suite), *only, *out)
+    assert r.exit_code == 0, r.output
+    assert "4 cells: 4 ok now, 0 failed" in r.stdout
+    pages = [p.read_text() for p in (tmp_path / "reports/tiny").glob("2*/index.html")]
+    assert sum("<dt>only</dt><dd>model=tiny-mlp machines=2</dd>" in p for p in pages) == 1
 
 
 def test_report_of_a_non_results_folder(tmp_path):

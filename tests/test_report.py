@@ -396,3 +396,34 @@ def test_the_gap_figure_reads_results_written_before_newer_columns():
         rows += cell_rows(c, repetitions=1)
     df = pd.DataFrame(rows).drop(columns=["network_profile", "compute_scale", "inter_overrides"])
     assert list(gap_to_upper_bound(df)["strategy"]) == ["fp32"]
+
+
+def test_the_run_page_shows_the_runs_only_filters(tmp_path):
+    """`gcbench run --only model=tiny-mlp machines=2` keeps its filters in the manifest
+    as one mapping each; the run page shows them as the command line wrote them (at
+    3a14aa4 every run with `--only` crashed writing its report, issue #35 item 4)."""
+    store = fake_run(tmp_path)
+    only = [{"model": ["tiny-mlp"]}, {"machines": [1, 2]}]
+    store.write_manifest({**store.read_manifest(), "only": only})
+    write_report(store.path, tmp_path / "out")
+    page = (tmp_path / "out" / store.run_id / "index.html").read_text()
+    assert "<dt>only</dt><dd>model=tiny-mlp machines=1,2</dd>" in page
+
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"only": [1]}, "only.0"),
+        ({"only": [{"model": {"a": "b"}}]}, "only.0"),
+        ({"cluster": {"nodes": 5}}, "cluster.nodes"),
+    ],
+)
+def test_odd_manifest_fields_are_one_line_errors(tmp_path, fields, field):
+    """A manifest field the report cannot read (hand-edited, or written by another tool)
+    is one line naming the file and the field, exit 2 (issue #35 item 5: a traceback)."""
+    store = fake_run(tmp_path)
+    store.manifest_path.write_text(json.dumps({**store.read_manifest(), **fields}))
+    r = CliRunner().invoke(app, ["report", str(store.path), "--out", str(tmp_path / "cli")])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+    assert f"manifest.json: {field}: expected" in r.stderr

@@ -224,6 +224,17 @@ def _resources(manifest: dict[str, Any]) -> str:
     return ", ".join(parts) or "?"
 
 
+def _filters(only: list[dict[str, Any]] | None) -> str:
+    """A run's `--only` filters as the command line wrote them (`column=value,value`; the
+    manifest keeps one mapping of column to values per filter)."""
+    words = [
+        f"{k}={','.join(value_text(x) for x in (v if isinstance(v, list) else [v]))}"
+        for f in only or ()
+        for k, v in f.items()
+    ]
+    return " ".join(words) or "(every cell)"
+
+
 def _common(df: pd.DataFrame) -> str:
     """What every cell shown shares: `column=value` for each config column with a single
     value (as `--only` and suite filters write them)."""
@@ -250,7 +261,7 @@ def _info(manifest: dict[str, Any], run: Path) -> str:
         ("sessions", manifest.get("sessions", "")),
         ("suite file", manifest.get("suite_file", "")),
         ("suite hash", manifest.get("suite_hash", "")),
-        ("only", " ".join(manifest.get("only") or []) or "(every cell)"),
+        ("only", _filters(manifest.get("only"))),
         ("versions", ", ".join(f"{k} {v}" for k, v in versions.items())),
         ("cluster nodes", ", ".join(map(str, manifest.get("cluster", {}).get("nodes", [])))),
         ("cluster resources", _resources(manifest)),

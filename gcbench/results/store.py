@@ -185,6 +185,15 @@ def _check_manifest(path: Path, data: Any) -> dict[str, Any]:
     for i, cid in enumerate(data.get("grid", [])):
         if not isinstance(cid, str) or not CELL_ID.fullmatch(cid):
             raise bad(f"grid.{i}: expected a cell id (64 hex digits), got {json.dumps(cid)[:80]}")
+    scalar = str | int | float | bool | None
+    for i, f in enumerate(data.get("only", [])):  # `--only` filters: column -> values
+        if not isinstance(f, dict) or not all(
+            isinstance(v, scalar) or (isinstance(v, list) and all(isinstance(x, scalar) for x in v))
+            for v in f.values()
+        ):
+            raise bad(f"only.{i}: expected a column=value filter, got {json.dumps(f)[:60]}")
+    if not isinstance(data.get("cluster", {}).get("nodes", []), list):
+        raise bad("cluster.nodes: expected a list of the Ray nodes")
     resources = data.get("cluster", {}).get("resources", {})
     if not isinstance(resources, dict) or not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in resources.values()
