@@ -165,6 +165,21 @@ def test_store_resume_and_load(tmp_path):
     assert load_results(tmp_path / "s").empty  # the latest run has no cells yet
 
 
+def test_a_folder_named_like_a_temporary_is_left_alone(tmp_path):
+    """Continuing a run removes its leftover temporary files; a folder (or anything but
+    a file) named like one is not gcbench's: kept, and the run goes on (issue #35 item 11:
+    IsADirectoryError on resume)."""
+    store, _ = RunStore.open(tmp_path, "s")
+    store.write_manifest({"suite": "s"})
+    (store.cells_dir / f"{TMP_PREFIX}x").mkdir(parents=True)
+    (store.cells_dir / f"{TMP_PREFIX}x" / "inside").write_text("theirs")
+    (store.cells_dir / f"{TMP_PREFIX}c.parquet.123").write_bytes(b"half a file")
+    again, resumed = RunStore.open(tmp_path, "s")
+    assert resumed and again.path == store.path
+    assert [p.name for p in store.cells_dir.glob(TMP_PREFIX + "*")] == [f"{TMP_PREFIX}x"]
+    assert (store.cells_dir / f"{TMP_PREFIX}x" / "inside").read_text() == "theirs"
+
+
 def test_load_results_rejects_other_folders(tmp_path):
     with pytest.raises(ConfigError, match="not a gcbench run folder"):
         load_results(tmp_path)

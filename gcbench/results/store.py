@@ -239,12 +239,15 @@ class RunStore:
         return {p.stem for p in self.cell_files()}
 
     def remove_temporaries(self) -> int:
+        """Remove the temporary files a write left behind (`files.atomic_write`); anything
+        else named like one (a folder) is not gcbench's and stays."""
         n = 0
         for folder in (self.path, self.cells_dir, self.traces_dir, self.plans_dir):
             if folder.is_dir():
                 for p in folder.glob(TMP_PREFIX + "*"):
-                    p.unlink(missing_ok=True)
-                    n += 1
+                    if p.is_symlink() or p.is_file():
+                        p.unlink(missing_ok=True)
+                        n += 1
         return n
 
     @property
