@@ -243,6 +243,22 @@ def test_compare_by_settings_gives_the_delta_of_each_matched_cell(tmp_path):
     assert summary["matched"] == 0 and summary["only_in_run"] == 4
 
 
+def test_compare_against_a_run_in_a_folder_with_a_long_name(tmp_path):
+    """The compare page is named after the other run's folder and run id: a folder name of
+    240 characters gave a file name over 255 bytes (issue #35 item 10: ENAMETOOLONG)."""
+    a, b = two_runs(tmp_path, second_gbps=10)
+    far = tmp_path / ("é" * 120) / b.run_id  # 240 bytes
+    far.parent.mkdir()
+    b.path.rename(far)
+    r = CliRunner().invoke(
+        app, ["report", str(a.path), "--compare", str(far), "--out", str(tmp_path / "out")]
+    )
+    assert r.exit_code == 0, r.output
+    (page,) = (tmp_path / "out" / a.run_id).glob("compare-*.html")
+    assert len(page.name.encode()) <= 255 and page.name.endswith(f"-{b.run_id}.html")
+    assert "<h2>Matched cells</h2>" in page.read_text()
+
+
 def test_compare_by_id_of_a_rerun_is_all_zero(tmp_path):
     a, b = two_runs(tmp_path, second_gbps=10)
     pairs, summary = compare_runs(a.path, b.path)

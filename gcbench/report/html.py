@@ -583,6 +583,17 @@ def write_index(suite_dir: Path, out_dir: Path, suite: str, manifest: dict[str, 
     return index
 
 
+def _compare_name(base: Path) -> str:
+    """`compare-<folder>-<run-id>.html` for the run compared against; a folder name that
+    would pass a file name's 255 bytes is cut, with a digest of the whole path (the other
+    run may sit in any folder)."""
+    folder = base.parent.name
+    if len(folder.encode()) > 100:
+        digest = hashlib.sha256(str(base).encode()).hexdigest()[:12]
+        folder = folder.encode()[:80].decode(errors="ignore") + "-" + digest
+    return f"compare-{folder}-{base.name[:100]}.html"
+
+
 def write_compare(
     run: Path | str,
     other: Path | str,
@@ -619,6 +630,6 @@ def write_compare(
         f"<script>gcTable(\"results\", {rows}, null);</script>",
         "</body></html>\n",
     ])  # fmt: skip
-    target = out_dir / path.name / f"compare-{base.parent.name}-{base.name}.html"
+    target = out_dir / path.name / _compare_name(base)
     _write_if_changed(target, page.encode())
     return target, pairs, summary
