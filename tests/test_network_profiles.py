@@ -82,7 +82,12 @@ def test_a_suite_names_a_profile_file_beside_it_and_results_follow_its_content(t
         ("name: x\nnetwork: {}\n", "source: Field required"),
         ("name: x\nsource: y\noverrides: {allreduse: {}}\n", "unknown collective(s) allreduse"),
         ("name: x\nsource: y\ncompute_scale: 0\n", "compute_scale: Input should be greater"),
-        ("name: x\nsource: y\nnetwork: [\n", "net.yaml:4: not valid YAML"),
+        ("name: x\nsource: y\nnetwork: [\n", "net.yaml:4: invalid YAML"),
+        # a key given twice (issue #35 item 3: the last won silently; suites refuse it)
+        ("name: x\nsource: y\nnetwork: {inter_gbps: 4, inter_gbps: 40}\n",
+         "net.yaml:3: network.inter_gbps: key given twice (first on line 3)"),
+        ("name: x\nsource: y\nname: z\n", "net.yaml:3: name: key given twice (first on line 1)"),
+        ("name: !!python/object:os.system x\n", "unsupported YAML tag"),
         ("- a list\n", "a network profile is a mapping"),
         ("name: x\nsource: y\nnetwork: {inter_efficiency: 7}\n",
          "network: inter_efficiency: must be ≤ 1, got 7"),

@@ -259,6 +259,8 @@ def test_plan_command_takes_constraints():
         ("sapce=all", "--constraints: sapce: unknown key 'sapce'; did you mean 'space'?"),
         ("collectives=alltoall", "--constraints: constraint collectives=[alltoall] leaves"),
         ("max_compressions=-1", "--constraints: max_compressions: must be ≥ 0"),
+        # issue #35 item 3: the last of the two won silently
+        ("space=named space=all", "--constraints: space: given twice; a key may appear once"),
     ],
 )
 def test_bad_constraints_on_the_command_line_are_one_line_exit_2(text, message):

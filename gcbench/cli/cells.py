@@ -377,6 +377,8 @@ def _constraints(text: str | None) -> Any:
                 for err in e.errors()
             ]
         ) from None
+    except ValueError as e:  # a key given twice
+        raise ConfigError(f"--constraints: {e}") from None
 
 
 def plan(**given: Any) -> None:

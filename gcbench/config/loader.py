@@ -34,8 +34,13 @@ SAFE_TAGS = {
 
 def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
     """The file's data and its node tree. Raises ConfigError with one clear line."""
-    where = str(path)
     raw = read_limited(path, MAX_BYTES, "suite")  # a longer (or endless) file: not further
+    return parse_yaml(raw, str(path))
+
+
+def parse_yaml(raw: bytes, where: str) -> tuple[Any, yaml.Node]:
+    """`read_yaml` of a file's bytes (`where` names it in the errors): every YAML file
+    gcbench reads goes through these checks."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

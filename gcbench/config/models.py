@@ -297,12 +297,14 @@ class Constraints(Frozen):
     def parse(cls, text: str) -> Constraints:
         """`key=value` pairs separated by spaces (lists comma-separated; a bare key is
         `key=true`), e.g. 'space=all max_compressions=1 collectives=allreduce,allgather
-        gpu_only'."""
+        gpu_only'. A key given twice is a ValueError (the last would win silently)."""
         data: dict[str, Any] = {}
         for part in text.split():
             key, sep, value = part.partition("=")
             if not sep:
                 value = "true"
+            if key in data:
+                raise ValueError(f"{key}: given twice; a key may appear once")
             if key == "collectives":
                 data[key] = value.split(",")
             elif key == "max_compressions" and value.lstrip("-").isdigit():

@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from gcbench.comm.collectives import COLLECTIVES
 from gcbench.config.fields import MAX_NICS, Efficiency, Frozen, Latency, Rate, Whole, suite_path
-from gcbench.errors import first_error
+from gcbench.config.loader import parse_yaml
+from gcbench.errors import ConfigError, first_error
 
 MAX_BYTES = 256 * 1024  # a profile with its fit report is a few kB
 # The Network fields a profile's `network:` may not set: the profile's own (it names
@@ -172,13 +173,10 @@ def _preset_bytes(name: str) -> bytes | None:
 def parse_network_profile(raw: bytes, where: str) -> NetworkProfile:
     """A profile from the bytes of its file; a mistake is a ValueError of one line that
     starts with `where`."""
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise ValueError(f"{where}{at}: not valid YAML ({problem})") from None
+    try:  # the suites' checks: safe tags, no alias bombs, no key given twice
+        data, _ = parse_yaml(raw, where)
+    except ConfigError as e:
+        raise ValueError(e.messages[0]) from None
     if not isinstance(data, dict):
         raise ValueError(f"{where}: a network profile is a mapping (name, source, network, ...)")
     try:
