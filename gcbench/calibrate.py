@@ -62,6 +62,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "compute_scale": (0.05, 20.0),
 }
 METRICS = ("iteration_s", "scaling_factor", "throughput")
+# The least measured value a point may hold (a nanosecond; a fit weighs each point by
+# 1/value², which a smaller one overflows)
+MIN_MEASURED = 1e-9
 NEED_INTER_GBPS = (
     "network: inter_gbps: give the line rate the inter-machine timings were measured at "
     "(POINTS' network: {inter_gbps: ...}, or --inter-gbps)"
@@ -76,7 +79,7 @@ class CollectivePoint(_Point):
     collective: str
     ranks: int = Field(ge=2, le=1_000_000)
     bytes: float = Field(gt=0, le=1e15)
-    seconds: float = Field(gt=0, le=1e6)
+    seconds: float = Field(ge=MIN_MEASURED, le=1e6)
     level: Literal["inter", "intra"] = "inter"
 
     @model_validator(mode="after")
@@ -108,9 +111,9 @@ class CellPoint(_Point):
     inter_gbps: float | None = Field(None, gt=0)
     strategy: str = "fp32"
     compressor: str = "none"
-    iteration_s: float | None = Field(None, gt=0)
-    scaling_factor: float | None = Field(None, gt=0)
-    throughput: float | None = Field(None, gt=0)
+    iteration_s: float | None = Field(None, ge=MIN_MEASURED)
+    scaling_factor: float | None = Field(None, ge=MIN_MEASURED)
+    throughput: float | None = Field(None, ge=MIN_MEASURED)
 
     @model_validator(mode="after")
     def _one_metric(self) -> CellPoint:
@@ -187,7 +190,15 @@ def parse_nccl_tests(text: str, where: str) -> NcclRun:
     names: list[str] | None = None
     points, ranks, hosts = [], 0, set()
     collective = None
+    started = 0  # the first line of the run (its settings, its name or its header)
     for number, line in enumerate(text.splitlines(), start=1):
+        if re.match(r"#\s*(Collective test starting|nThread|\s*size\s+count)", line):
+            if points:  # another run after this one's rows (`cat a.txt b.txt`)
+                raise ConfigError(
+                    f"{where}:{number}: two nccl-tests runs in one file (the first from "
+                    f"line {started}); give each run a file of its own"
+                )
+            started = started or number
         if m := re.match(r"#\s*Collective test starting:\s*(\w+?)_perf", line):
             collective = _COLLECTIVE_OF.get(m.group(1))
             if collective is None:
@@ -200,6 +211,11 @@ def parse_nccl_tests(text: str, where: str) -> NcclRun:
             hosts.add(m.group(1))
         elif re.match(r"#\s+size\s+count\s+type", line):
             names = line.lstrip("#").split()
+            if "time" not in names:
+                raise ConfigError(
+                    f"{where}:{number}: the header has no 'time' column: not an nccl-tests "
+                    "result table"
+                )
         elif names and line.strip() and not line.startswith("#"):
             cells = line.split()
             if len(cells) < names.index("time") + 1 or not cells[0].isdigit():
@@ -210,6 +226,11 @@ def parse_nccl_tests(text: str, where: str) -> NcclRun:
                 raise ConfigError(
                     f"{where}:{number}: cannot read size and time from {line.strip()!r}"
                 ) from None
+            if 0 < micros < MIN_MEASURED * 1e6:
+                raise ConfigError(
+                    f"{where}:{number}: time {micros:g} us is under a nanosecond: not a "
+                    "measurement"
+                )
             if size > 0 and micros > 0:
                 points.append((size, micros * 1e-6))
     if names is None or not points:

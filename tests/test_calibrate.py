@@ -281,3 +281,39 @@ def test_a_profiles_overrides_reach_the_fit_and_the_profile_it_writes(tmp_path):
     r = run(path, "--fit", "inter_efficiency,inter_latency_us", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["overrides"] == {"alltoall": {"inter_efficiency": 0.3}}
+
+
+@pytest.mark.parametrize(
+    "point, message",
+    [
+        # issue #35 item 6: a time of 1e-300 divided by zero (its square underflows)
+        ({"collective": "allreduce", "ranks": 16, "bytes": 1e6, "seconds": 1e-300},
+         "points.0.seconds: must be ≥ 1e-09"),
+        (cell_point(2, iteration_s=1e-300), "points.0.iteration_s: must be ≥ 1e-09"),
+        (cell_point(2, throughput=1e-300), "points.0.throughput: must be ≥ 1e-09"),
+    ],
+)
+def test_a_time_too_small_to_measure_is_one_line(tmp_path, point, message):
+    path = write_points(tmp_path, [point], {"inter_gbps": 100})
+    r = run(path, "--fit", "inter_efficiency")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert message in r.stderr, r.stderr
+
+
+def test_odd_nccl_tests_files_are_one_line(tmp_path):
+    """An nccl-tests header without a `time` column (item 6: ValueError), a row under a
+    nanosecond (item 6), and two runs in one file (item 2: `cat a.txt a.txt` read as 32
+    ranks, fitting a latency half the true one with the same R²): each one line naming
+    the file and the line."""
+    text = FIXTURE.read_text()
+    header = next(i for i, line in enumerate(text.splitlines(), 1) if " count " in line)
+    cases = {
+        "notime.txt": (text.replace(" time ", " tyme "), f"notime.txt:{header}: the"),
+        "twice.txt": (text + text, "twice.txt:"),
+    }
+    for name, (body, message) in cases.items():
+        (tmp_path / name).write_text(body)
+        r = run(tmp_path / name, "--inter-gbps", "100", "--fit", "inter_efficiency")
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, (name, r.output)
+        assert message in r.stderr, (name, r.stderr)
+    assert "two nccl-tests runs" in run(tmp_path / "twice.txt", "--inter-gbps", "100").stderr
