@@ -188,7 +188,8 @@ def parse_nccl_tests(text: str, where: str) -> NcclRun:
     """The out-of-place (bytes, seconds) rows of an nccl-tests `*_perf` output, its ranks
     (one `#  Rank` line each) and hosts, and the collective its header names."""
     names: list[str] | None = None
-    points, ranks, hosts = [], 0, set()
+    points: list[tuple[float, float]] = []
+    ranks, hosts = 0, set()
     collective = None
     started = 0  # the first line of the run (its settings, its name or its header)
     for number, line in enumerate(text.splitlines(), start=1):
@@ -296,6 +297,16 @@ def resolved_network(base: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     return net
 
 
+def _overridden(network: Any, name: str) -> tuple[float | None, float | None]:
+    """The inter-machine (efficiency, latency in us) a profile's override gives collective
+    `name`, each None where the link's own holds (as cells read it)."""
+    own = {str(k): v for k, v in (network.overrides or {}).items()}.get(name)
+    if own is None:
+        return None, None
+    eff = own.inter_efficiency if own.inter_efficiency else None
+    return eff, own.inter_latency_us
+
+
 def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float]], float]:
     """How to predict `m` for given parameter values (the rest from `net`)."""
     from gcbench.config import Cell
@@ -313,12 +324,7 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
             if level == "inter":
                 if "inter_gbps" not in net:
                     raise ConfigError(NEED_INTER_GBPS)
-                overrides: dict[str, Any] = {
-                    str(k): v for k, v in (defaults.overrides or {}).items()
-                }
-                own = overrides.get(name)  # the profile's override, as cells use it
-                eff = own.inter_efficiency if own and own.inter_efficiency else None
-                lat = own.inter_latency_us if own and own.inter_latency_us is not None else None
+                eff, lat = _overridden(defaults, name)
                 link = Link(net["inter_gbps"] * 1e9 / 8,
                             (get("inter_latency_us") if lat is None else lat) * 1e-6,
                             get("inter_efficiency") if eff is None else eff)  # fmt: skip
@@ -425,7 +431,7 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
     exact = all(m.collective is not None for m in ms) and len(levels) == 1
     level = next(iter(levels)) if exact else None
     if exact and set(params) <= {f"{level}_efficiency", f"{level}_latency_us"}:
-        values = _exact(ms, net, start_net, params, level)  # type: ignore[arg-type]
+        values = _exact(ms, net, start_net, params, level, predict)  # type: ignore[arg-type]
         method = "weighted least squares (exact)"
         outside = {p: v for p, v in values.items() if not BOUNDS[p][0] <= v <= BOUNDS[p][1]}
         if outside:  # the unconstrained optimum leaves gcbench's ranges: search inside them
@@ -442,17 +448,42 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
 
 
 def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], params: list[str],
-           level: str) -> dict[str, float]:  # fmt: skip
-    """Weighted least squares over the collective timings of one level."""
+           level: str, predict: Callable[[dict[str, float]], list[float]],
+           ) -> dict[str, float]:  # fmt: skip
+    """Weighted least squares over the collective timings of one level, in closed form,
+    with each point's link as its prediction reads it: where a profile's override fixes
+    a collective's efficiency or latency, its points take the override's value (and a
+    point whose prediction the fitted parameter does not move adds a constant to the
+    loss: left out). Both parameters with overridden points: `_descent`."""
     from gcbench.comm.calibrate import fit_affine
+    from gcbench.config.models import Network
 
+    eff_name, lat_name = f"{level}_efficiency", f"{level}_latency_us"
+    # per point, the efficiency and latency its prediction reads: (value, overridden)
+    effs: list[tuple[float, bool]] = [(start[eff_name], False)] * len(ms)
+    lats: list[tuple[float, bool]] = [(start[lat_name], False)] * len(ms)
+    if level == "inter":
+        network = Network.model_validate({"inter_gbps": 1, **net})
+        for i, m in enumerate(ms):
+            eff, lat = _overridden(network, m.collective[0])  # type: ignore[index]
+            effs[i] = effs[i] if eff is None else (eff, True)
+            lats[i] = lats[i] if lat is None else (lat, True)
+    moved = [  # the points whose prediction a fitted parameter moves
+        i for i in range(len(ms))
+        if (eff_name in params and not effs[i][1]) or (lat_name in params and not lats[i][1])
+    ]
+    if len(params) == 2 and len(moved) < len(ms):
+        meas = [m.measured for m in ms]
+        return _descent(predict, meas, {p: float(start[p]) for p in params}, params)
+    ms = [ms[i] for i in moved]
+    fixed_eff = [effs[i][0] for i in moved]
+    fixed_lat = [lats[i][0] for i in moved]
     if level == "inter":
         if "inter_gbps" not in net:
             raise ConfigError(NEED_INTER_GBPS)
         B = net["inter_gbps"] * 1e9 / 8
     else:
         B = start["intra_gbs"] * 1e9
-    eff_name, lat_name = f"{level}_efficiency", f"{level}_latency_us"
     shapes = [cost_shape(m.collective[0], m.collective[1]) for m in ms]  # type: ignore[index]
     sizes = [m.collective[2] for m in ms]  # type: ignore[index]
     points = [(float(i), m.measured) for i, m in enumerate(ms)]
@@ -463,18 +494,17 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
         f = fit_affine(points, B, lambda i: shapes[int(i)][0], line)
         return {lat_name: f.link.latency_s * 1e6, eff_name: f.link.efficiency}
     if eff_name in params:  # latency fixed: an offset; u = 1/efficiency >= 1 in closed form
-        alpha = start[lat_name] * 1e-6
         w = [1 / m.measured**2 for m in ms]
         c = [line(i) for i in range(len(ms))]
-        r = [m.measured - shapes[i][0] * alpha for i, m in enumerate(ms)]
+        r = [m.measured - shapes[i][0] * fixed_lat[i] * 1e-6 for i, m in enumerate(ms)]
         scc = sum(wi * ci * ci for wi, ci in zip(w, c, strict=True))
         scr = sum(wi * ci * ri for wi, ci, ri in zip(w, c, r, strict=True))
         u = max(1.0, scr / scc) if scc > 0 else 1.0
         return {eff_name: 1 / u}
-    eta = start[eff_name]  # efficiency fixed: alpha = argmin, clamped to >= 0
+    # efficiency fixed: alpha = argmin, clamped to >= 0
     w = [1 / m.measured**2 for m in ms]
     a = [s[0] for s in shapes]
-    r = [m.measured - line(i) / eta for i, m in enumerate(ms)]
+    r = [m.measured - line(i) / fixed_eff[i] for i, m in enumerate(ms)]
     den = sum(wi * ai * ai for wi, ai in zip(w, a, strict=True))
     alpha = max(0.0, sum(wi * ai * ri for wi, ai, ri in zip(w, a, r, strict=True)) / den)
     return {lat_name: min(alpha * 1e6, BOUNDS[lat_name][1])}
