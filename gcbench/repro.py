@@ -15,11 +15,12 @@ import html
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
-from gcbench.calibrate import Measurement, fit
+from gcbench.calibrate import FITTABLE, Measurement, fit
+from gcbench.config.loader import load_model
 from gcbench.errors import ConfigError
 
 PUBLISHED = Path("suites/repro/published.yaml")
@@ -46,17 +47,97 @@ class Row:
     why: str
 
 
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Testbed(_Strict):
+    """A paper's cluster: its network (a profile's name or fields), GPUs, CPU cores, and
+    the network parameters a reproduction fits on its designated figure."""
+
+    paper: str
+    setup: str = ""
+    network: dict[str, Any] = Field(default_factory=dict)
+    device: str
+    gpus_per_machine: int = Field(ge=1, le=1024)
+    cpu_cores: int = Field(16, ge=1, le=4096)
+    fit_params: list[Literal[FITTABLE]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["inter_efficiency"], max_length=2
+    )
+
+
+class Figure(_Strict):
+    """One published number, its setup, and whether gcbench can express it (`why`)."""
+
+    id: str
+    paper: str
+    where: str
+    testbed: str
+    model: str
+    metric: str
+    value: float | None = Field(None, gt=0)
+    unit: str | None = None
+    expressible: bool
+    why: str = ""
+    fit: bool = False
+    gpus: int | None = Field(None, ge=1, le=1_048_576)
+    batch: int | None = Field(None, ge=1)
+    seq_len: int | None = Field(None, ge=1)
+    strategy: str | None = None
+    compressor: str | None = None
+    option: str | None = None
+    buckets: list[tuple[int, float]] | None = None  # (elements, ms) per DDP bucket
+
+    @model_validator(mode="after")
+    def _predictable(self) -> Figure:
+        known = (*METRICS, "bucket_comm_ms")
+        if self.expressible and self.metric not in known:
+            raise ValueError(
+                f"metric {self.metric!r}: gcbench predicts {', '.join(known)} (else "
+                "expressible: no)"
+            )
+        buckets = self.metric == "bucket_comm_ms"
+        if self.expressible and buckets and not (self.buckets and self.gpus):
+            raise ValueError("a bucket_comm_ms figure needs its buckets and gpus")
+        return self
+
+
+class Published(_Strict):
+    papers: dict[str, str] = Field(default_factory=dict)
+    testbeds: dict[str, Testbed]
+    figures: list[Figure]
+
+    @model_validator(mode="after")
+    def _named(self) -> Published:
+        ids = [f.id for f in self.figures]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"figure ids given twice: {', '.join(twice)}")
+        for f in self.figures:
+            if f.testbed not in self.testbeds:
+                raise ValueError(f"figure {f.id}: testbed {f.testbed!r} is not under testbeds:")
+        return self
+
+
+class Causes(RootModel[dict[str, str]]):
+    """`causes.yaml` beside the published figures: why a figure is further off than 25%."""
+
+
 def load(path: Path = PUBLISHED) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
+    """The published figures, checked (`Published`: each mistake one line at its place,
+    the file read up to the suites' limit), as plain data."""
+    if not path.exists():
         raise ConfigError(
-            f"{path}: cannot read the published figures ({e.strerror or e}); run from the "
+            f"{path}: cannot read the published figures (no such file); run from the "
             "project folder or give --published"
-        ) from None
-    if not isinstance(data, dict) or not {"testbeds", "figures"} <= set(data):
-        raise ConfigError(f"{path}: expected `testbeds:` and `figures:`")
-    return data
+        )
+    return load_model(path, Published).model_dump(exclude_unset=True)
+
+
+def load_causes(path: Path) -> dict[str, str]:
+    """`causes.yaml` beside `path` ({} where there is none), checked as `Causes`."""
+    causes = path.with_name("causes.yaml")
+    return load_model(causes, Causes).root if causes.is_file() else {}
 
 
 def _cell(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) -> Any:

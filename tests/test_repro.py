@@ -98,3 +98,65 @@ def test_each_testbed_suite_holds_the_cells_its_figures_name(testbed):
     assert figs
     for f in figs:
         assert _cell(f, bed, {}).id in ids, f["id"]
+
+
+def _published(tmp_path: Path, edit) -> Path:
+    """The shipped figures with `edit` applied to them (and to nothing else)."""
+    data = yaml.safe_load(PUBLISHED.read_text())
+    edit(data)
+    path = tmp_path / "published.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _drop(key):
+    return lambda d: d["figures"][0].pop(key)
+
+
+def _set(where, key, value):
+    return lambda d: where(d).__setitem__(key, value)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_drop("model"), "figures.0.model: required key is missing"),
+        (_set(lambda d: d["testbeds"]["covap-30g"], "gpus_per_machine", 0),
+         "testbeds.covap-30g.gpus_per_machine: must be ≥ 1"),
+        (_set(lambda d: d["figures"][1], "testbed", "nowhere"), "testbed 'nowhere' is not"),
+        (_set(lambda d: d["figures"][1], "value", "fast"), "figures.1.value:"),
+        (_set(lambda d: d["testbeds"]["covap-30g"], "fit_params", ["inter_speed"]),
+         "testbeds.covap-30g.fit_params.0:"),
+    ],
+)
+def test_a_bad_published_file_is_one_line_at_its_place(tmp_path, edit, message):
+    """`reproduce --published F` checks F as suites are checked (issue #35 item 7: a figure
+    without `model`, `gpus_per_machine: 0` and the like gave tracebacks or nonsense)."""
+    path = _published(tmp_path, edit)
+    r = CliRunner().invoke(app, ["reproduce", "--published", str(path), "--out", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"error: {path}:"), r.stderr
+    assert message in r.stderr, r.stderr
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_malformed_published_and_causes_files_are_one_line(tmp_path):
+    """Malformed YAML, an endless file and a `causes.yaml` that is not a mapping of
+    figure ids to text: one line each, exit 2, nothing written (item 7)."""
+    out = tmp_path / "out"
+    (tmp_path / "broken.yaml").write_text("testbeds: [\n")
+    cases = [(tmp_path / "broken.yaml", "invalid YAML")]
+    if Path("/dev/zero").exists():
+        cases.append((Path("/dev/zero"), "/dev/zero"))
+    for path, message in cases:
+        r = CliRunner().invoke(app, ["reproduce", "--published", str(path), "--out", str(out)])
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, (path, r.output)
+        assert message in r.stderr, r.stderr
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    path = _published(beside, lambda d: d["figures"].__setitem__(slice(None), d["figures"][:1]))
+    (beside / "causes.yaml").write_text("- not a mapping\n")
+    r = CliRunner().invoke(app, ["reproduce", "--published", str(path), "--out", str(out)])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "causes.yaml" in r.stderr
+    assert not out.exists()

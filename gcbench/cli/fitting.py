@@ -108,17 +108,15 @@ def reproduce(
     """Reproduce the papers' published figures: per testbed, fit at most two network
     parameters on one designated figure, predict the others, and write a page of
     published against gcbench (in-sample rows marked, misses with their causes)."""
-    import yaml
 
     from gcbench import repro
     from gcbench.files import check_writable
 
     with errors():
         check_writable(out, "--out")
+        causes = repro.load_causes(published)  # checked before any figure is simulated
         rows, fits = repro.reproduce(published, only)
-        causes_path = published.with_name("causes.yaml")
-        causes = yaml.safe_load(causes_path.read_text()) if causes_path.is_file() else {}
-        page = repro.write_page(rows, fits, causes or {}, out)
+        page = repro.write_page(rows, fits, causes, out)
     s = repro.summary(rows)
     if json_out:
         typer.echo(dumps({"summary": s, "fits": fits, "figures": repro.rows_json(rows)}, indent=1))
