@@ -526,8 +526,11 @@ def test_workers_are_placed_one_machine_to_a_node_on_a_multi_node_cluster(gpus):
 def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retried(ray_local):
     """Issue #14: SIGKILL one worker's process while the cell runs: the attempt stops
     as soon as its death is known (not after the survivors' 30 s collective timeout),
-    the cell runs again on fresh actors and completes with the same exact aggregate."""
+    the cell runs again on fresh actors and completes with the same exact aggregate.
+    Only this test's Ray workers are candidates: a decoy process named `ray::Worker.run`
+    that is not this test's survives (issue #35)."""
     import signal
+    import subprocess
     import threading
     import time
 
@@ -535,6 +538,13 @@ def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retr
 
     c = Cell.model_validate({**cell("fp32").model_dump(), "model": "resnet50"})
     box: dict[str, object] = {}
+    # a decoy named as Ray's workers are, not this test's (its parent exits: not a child
+    # of this process, as another user's worker would not be): it must survive
+    out = subprocess.run(
+        ["bash", "-c", "(exec -a ray::Worker.run sleep 300) >/dev/null 2>&1 & echo $!"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    decoy = psutil.Process(int(out.stdout))
 
     def emulate() -> None:
         try:
@@ -561,6 +571,11 @@ def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retr
                 break
         time.sleep(0.05)
     runner.join(timeout=240)
+    try:
+        assert decoy.is_running() and decoy.cmdline()[0] == "ray::Worker.run"
+        assert decoy not in me.children(recursive=True)
+    finally:
+        decoy.kill()  # started here: its PID is this test's to signal
     assert killed_at is not None, "no worker was seen running"
     assert "error" not in box, box.get("error")
     e = box["e"]
