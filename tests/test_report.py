@@ -427,3 +427,44 @@ def test_odd_manifest_fields_are_one_line_errors(tmp_path, fields, field):
     assert r.exit_code == 2, r.output
     assert r.stderr.strip().count("\n") == 0, r.stderr
     assert f"manifest.json: {field}: expected" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (lambda r: r.update(iteration_s="fast"), "iteration_s"),
+        (lambda r: r.pop("model"), "model"),
+        (lambda r: r.update(machines="two"), "machines"),
+        (lambda r: r.update(status="great"), "status"),
+        (lambda r: r.update(iteration_s=float("inf")), "iteration_s"),
+    ],
+)
+def test_a_crafted_cell_file_is_left_out_and_said(tmp_path, edit, why):
+    """A cell file whose rows do not fit the Record schema (written by another tool, or
+    crafted: its checksum matches) is left out with one warning naming the file and the
+    column, as an unreadable one is (issue #35 item 9: the report crashed)."""
+    store = fake_run(tmp_path)
+    c = cell(9)
+    rows = cell_rows(c, "demo", store.run_id, 2)
+    for r in rows:
+        edit(r)
+    store.write_cell(c.id, rows, None)
+    store.write_manifest({**store.read_manifest(), "grid": [*store.read_manifest()["grid"], c.id]})
+    with pytest.warns(ResultsWarning, match=f"{c.id}.parquet: unreadable .*{why}"):
+        index = write_report(store.path, tmp_path / "out")
+    assert len(table_rows(index)) == 6
+
+
+def test_a_trace_with_a_number_json_cannot_hold_is_left_out(tmp_path):
+    """A trace span at 1e400 (JSON reads it as infinity): the cell's page shows no
+    timeline for it and says why; the report does not crash (issue #35 item 9)."""
+    store = fake_run(tmp_path, 1, 0)
+    (cid,) = store.finished()
+    span = {"worker": 0, "stream": "compute", "name": "x", "kind": "forward", "start_s": 1e400,
+            "dur_s": 1.0, "bytes": 0}  # fmt: skip
+    (store.traces_dir).mkdir(exist_ok=True)
+    (store.traces_dir / f"{cid}.json.gz").write_bytes(
+        __import__("gzip").compress(json.dumps([span]).replace("Infinity", "1e400").encode())
+    )
+    with pytest.warns(ResultsWarning, match="cannot draw it .a span.s time or bytes is not"):
+        write_report(store.path, tmp_path / "out")

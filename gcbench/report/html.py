@@ -357,6 +357,9 @@ def _cell_files(
                 figures.append(("plan", F.plan_map_figure(stored)))
             if trace.is_file():
                 spans = json.loads(gzip.decompress(trace.read_bytes()))
+                if not all(math.isfinite(float(sp.get(k, 0.0))) for sp in spans
+                           for k in ("start_s", "dur_s", "bytes")):  # fmt: skip
+                    raise ValueError("a span's time or bytes is not a finite number")
                 figures.append(("timeline", F.timeline_figure(spans)))
         except (OSError, ValueError, EOFError, zlib.error, RecursionError, TypeError, KeyError,
                 AttributeError) as e:  # a damaged trace or plan: the cell gets no page  # fmt: skip

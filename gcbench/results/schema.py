@@ -104,6 +104,20 @@ COLUMNS: tuple[str, ...] = (
     *TASK_META_COLUMNS,
 )
 STATUSES = ("ok", "failed", "infeasible")
+# What every row holds, whatever gcbench version wrote it (later columns may be absent
+# from older files), and the columns that hold numbers (or nothing) and are finite
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "suite", "cell_id", "model", "strategy", "machines", "gpus_per_machine", "status",
+    "repetition",
+)  # fmt: skip
+NUMERIC_COLUMNS: tuple[str, ...] = (
+    "batch_size", "seq_len", "machines", "gpus_per_machine", "gpus", "cpu_servers",
+    "cpu_cores", "summation_gbs", "intra_gbs", "intra_latency_us", "intra_efficiency",
+    "inter_gbps", "inter_latency_us", "inter_efficiency", "nics_per_machine", "server_gbps",
+    "compute_scale", "seed",
+    *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit")),
+    "repetition", "format_version", "run_wall_s",
+)  # fmt: skip
 
 
 def record(

@@ -29,6 +29,7 @@ import datetime as dt
 import gzip
 import hashlib
 import json
+import math
 import os
 import re
 import warnings
@@ -38,7 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import ConfigError
 from gcbench.files import TMP_PREFIX, atomic_write
-from gcbench.results.schema import FORMAT_VERSION, RUN_COLUMNS, TASK_META_COLUMNS
+from gcbench.results.schema import (
+    FORMAT_VERSION,
+    NUMERIC_COLUMNS,
+    REQUIRED_COLUMNS,
+    RUN_COLUMNS,
+    TASK_META_COLUMNS,
+)
+from gcbench.results.schema import STATUSES as ROW_STATUSES
 
 __all__ = [
     "RUN_COLUMNS",
@@ -369,7 +377,36 @@ def read_cell(path: Path) -> pa.Table:
         path.stem
     }:
         raise Unreadable(path, "it holds the rows of another cell")
+    _check_rows(table, path)
     return table
+
+
+def _check_rows(table: pa.Table, path: Path) -> None:
+    """`Unreadable` where the rows do not fit the Record schema (`results.schema`): a
+    column every row holds is missing, a numeric column holds anything but finite numbers,
+    or a status is not one gcbench writes. Such a file passes its checksum only if another
+    tool wrote it: what reads results can take its rows as they are."""
+    import pyarrow as pa
+
+    names = set(table.column_names)
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise Unreadable(path, f"it has no {', '.join(missing)} column")
+    floats = []
+    for c in NUMERIC_COLUMNS:
+        if c not in names:
+            continue
+        kind = table.schema.field(c).type
+        if pa.types.is_floating(kind):
+            floats.append(c)
+        elif not (pa.types.is_integer(kind) or pa.types.is_null(kind)):
+            raise Unreadable(path, f"its {c} column holds {kind}, not numbers")
+    for c, values in table.select(floats).to_pydict().items():  # a cell's few rows
+        if not all(v is None or math.isfinite(v) for v in values):
+            raise Unreadable(path, f"its {c} column holds a number that is not finite")
+    odd = set(table.column("status").to_pylist()) - set(ROW_STATUSES)
+    if odd:
+        raise Unreadable(path, f"its status {sorted(map(str, odd))[0]!r} is not one gcbench writes")
 
 
 class SuiteLock:
