@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
+import zlib
 from pathlib import Path
 
 from gcbench.errors import ConfigError
 
-__all__ = ["TMP_PREFIX", "atomic_write", "check_writable", "file_mode", "umask"]
+__all__ = [
+    "TMP_PREFIX", "atomic_write", "check_writable", "file_mode", "gunzip_limited",
+    "read_limited", "umask",
+]  # fmt: skip
 
 TMP_PREFIX = ".tmp-"
 # atomic_write's temporary name adds TMP_PREFIX, a dot and 8 random characters.
@@ -69,19 +74,57 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
 
 
 def read_limited(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
-    """At most `limit` bytes of `path`; a longer file (or an endless one such as
-    /dev/zero) is a ConfigError after reading `limit` + 1 bytes, never more. `what` names
-    the kind of file in the messages ("profile", "suite", ...)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
-            size = os.fstat(f.fileno()).st_size
+    """At most `limit` bytes of `path`, a regular file; a longer file is a ConfigError
+    after reading `limit` + 1 bytes, never more. Anything but a regular file (a named
+    pipe, which would block the read forever, a device such as /dev/zero, a folder) is a
+    ConfigError before a byte is read. `what` names the kind of file in the messages
+    ("profile", "suite", ...)."""
+    try:  # O_NONBLOCK: opening a named pipe without a writer would block
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise ConfigError([f"{path}: cannot read {what}: {e.strerror or e}"]) from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a device")  # fmt: skip
+            raise ConfigError([f"{path}: cannot read {what}: not a regular file ({kind})"])
+        try:
+            raw = f.read(limit + 1)
+        except OSError as e:
+            raise ConfigError([f"{path}: cannot read {what}: {e.strerror or e}"]) from None
+        size = os.fstat(fd).st_size
     if len(raw) > limit:
         shown = f"{size:,} bytes" if size > limit else f"more than {limit:,} bytes"
         raise ConfigError([f"{path}: file is {shown}; {what} files are limited to {limit:,}"])
     return raw
+
+
+def gunzip_limited(raw: bytes, limit: int, where: str, what: str) -> bytes:
+    """`raw` decompressed if it is gzip (else as it is), never beyond `limit` bytes: a
+    file that would expand further (a "gzip bomb") is a ConfigError once `limit` + 1
+    bytes are out. Corrupt data is a ValueError."""
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    out: list[bytes] = []
+    n = 0
+    while raw:  # a gzip file may hold several members
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            piece = d.decompress(raw, limit + 1 - n)
+        except zlib.error as e:
+            raise ValueError(f"not gzip data ({e})") from None
+        n += len(piece)
+        out.append(piece)
+        if n > limit or d.unconsumed_tail:
+            raise ConfigError(
+                [f"{where}: decompresses to more than {limit:,} bytes; {what} files are "
+                 f"limited to {limit:,}"]
+            )  # fmt: skip
+        if not d.eof:
+            raise ValueError("not gzip data (truncated)")
+        raw = d.unused_data
+    return b"".join(out)
 
 
 def check_writable(path: str | os.PathLike[str], what: str, *, file: bool = False) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -554,18 +555,39 @@ def test_reads_stop_at_the_limit(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_suite("/dev/zero")
     assert info.value.messages == [
-        f"/dev/zero: file is more than {MAX_BYTES:,} bytes; suite files are limited to "
-        f"{MAX_BYTES:,}"
-    ]
+        "/dev/zero: cannot read suite: not a regular file (a device)"
+    ]  # before a byte is read (at 81933ad: read until memory ran out)
     text = TINY_SUITE.replace("[tiny-mlp, tiny-cnn]", "[{name: m, profile: /dev/zero}]")
     path = write(tmp_path, "z.yaml", text)
     with pytest.raises(ConfigError) as info:
         load_suite(path)
     assert info.value.messages == [
-        f"{path}:4: grid.model.0: /dev/zero: file is more than 33,554,432 bytes; "
-        "profile files are limited to 33,554,432"
+        f"{path}:4: grid.model.0: /dev/zero: cannot read profile: not a regular file (a device)"
     ]
     assert time.perf_counter() - start < 2.0  # a safety bound: two reads of a few MB
     big = write(tmp_path, "big.yaml", b"#" * (MAX_BYTES + 10))
     with pytest.raises(ConfigError, match=f"file is {MAX_BYTES + 10:,} bytes; suite files are"):
         load_suite(big)
+
+
+def test_a_named_pipe_is_refused_wherever_gcbench_reads_a_file(tmp_path):
+    """A named pipe given as a suite, a network profile, a points file or an nccl-tests
+    output blocked forever in open() (issue #35 item 18): each is one line, at once."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="pipe: cannot read suite: not a regular file .a named"):
+        load_suite(fifo)
+    text = TINY_SUITE.replace("network: [{inter_gbps: 10}, {inter_gbps: 100}]",
+                              f"network: [{{profile: {fifo}}}]")  # fmt: skip
+    with pytest.raises(ConfigError, match="cannot read network profile: not a regular file"):
+        load_suite(write(tmp_path, "s.yaml", text))
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    points = write(tmp_path, "p.yaml", f"network: {{inter_gbps: 100}}\npoints:\n"
+                   f"  - {{nccl_tests: {fifo}}}\n")  # fmt: skip
+    for path in (fifo, points):
+        r = CliRunner().invoke(app, ["calibrate", str(path), "--fit", "inter_efficiency"])
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        assert "not a regular file (a named pipe)" in r.stderr, r.stderr

@@ -537,3 +537,36 @@ def test_check_writable_refuses_a_read_only_folder(tmp_path):
             check_writable(ro / "results", "--results")
     finally:
         ro.chmod(0o755)
+
+
+def test_gzip_bombs_and_huge_files_stop_at_their_limits(tmp_path, monkeypatch):
+    """A plan, a stored trace and a manifest are read within limits (issue #35 item 15: a
+    3 MB gzip expanding to 3 GiB took 2.4 GB before a MemoryError; a 3 GiB sparse
+    manifest was read whole): each a one-line error naming the file and the limit, with
+    no more than the limit read or decompressed. Small limits here, the same code path."""
+    import gzip
+
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+    from gcbench.plan import io as plan_io
+    from gcbench.results import store as S
+
+    bomb = gzip.compress(b" " * (4 * 2**20))  # 4 MiB of blanks in ~4 KiB
+    monkeypatch.setattr(plan_io, "MAX_BYTES", 2**20)
+    (tmp_path / "bomb.json.gz").write_bytes(bomb)
+    r = CliRunner().invoke(app, ["simulate", "--model", "tiny-mlp", "--inter-gbps", "10", "--plan",
+                                 str(tmp_path / "bomb.json.gz")])  # fmt: skip
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "bomb.json.gz: decompresses to more than 1,048,576 bytes" in r.stderr
+    monkeypatch.setattr(S, "MAX_STORED_BYTES", 2**20)
+    store, _ = RunStore.open(tmp_path / "r", "s")
+    store.traces_dir.mkdir(parents=True)
+    (store.traces_dir / "x.json.gz").write_bytes(bomb)
+    with pytest.raises(ConfigError, match="x.json.gz: decompresses to more than 1,048,576"):
+        list(S.iter_traces(store.path))
+    monkeypatch.setattr(S, "MAX_MANIFEST_BYTES", 2**20)
+    with open(store.manifest_path, "wb") as f:  # sparse: no disk used
+        f.truncate(3 * 2**30)
+    with pytest.raises(ConfigError, match="manifest.json: file is 3,221,225,472 bytes; manifest"):
+        store.read_manifest()

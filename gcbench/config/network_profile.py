@@ -22,6 +22,7 @@ of the cell id (its sha256), so results follow the file.
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -34,6 +35,7 @@ from gcbench.comm.collectives import COLLECTIVES
 from gcbench.config.fields import MAX_NICS, Efficiency, Frozen, Latency, Rate, Whole, suite_path
 from gcbench.config.loader import parse_yaml
 from gcbench.errors import ConfigError, first_error
+from gcbench.files import read_limited
 
 MAX_BYTES = 256 * 1024  # a profile with its fit report is a few kB
 # The Network fields a profile's `network:` may not set: the profile's own (it names
@@ -202,19 +204,15 @@ def read_network_profile(
     named = spec
     if raw is None:
         path = suite_path(spec, base_dir)
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(MAX_BYTES + 1)
-        except OSError as e:
-            if _is_name(spec):
-                raise ValueError(
-                    f"network profile {spec!r}: no preset of that name (presets: "
-                    f"{', '.join(preset_names())}) and no file {path}"
-                ) from None
-            why = e.strerror or type(e).__name__
-            raise ValueError(f"{path}: cannot read the network profile ({why})") from None
-        if len(raw) > MAX_BYTES:
-            raise ValueError(f"{path}: more than {MAX_BYTES:,} bytes; not a network profile")
+        if _is_name(spec) and not os.path.lexists(path):
+            raise ValueError(
+                f"network profile {spec!r}: no preset of that name (presets: "
+                f"{', '.join(preset_names())}) and no file {path}"
+            )
+        try:  # a regular file, bounded (a named pipe or /dev/zero: refused)
+            raw = read_limited(path, MAX_BYTES, "network profile")
+        except ConfigError as e:
+            raise ValueError(e.messages[0]) from None
         named = str(path)
     profile, digest = _parsed(raw, named)
     return profile, named, digest

@@ -20,12 +20,12 @@ is one ConfigError line naming the file.
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
 
 from gcbench.errors import ConfigError
+from gcbench.files import gunzip_limited, read_limited
 from gcbench.sim.iteration import Plan
 from gcbench.sim.options import Option, check
 from gcbench.zoo.profile import ModelProfile
@@ -34,17 +34,9 @@ MAX_BYTES = 64 * 2**20  # a plan of a million tensors is well under this
 
 
 def _load(path: Path) -> Any:
+    raw = read_limited(path, MAX_BYTES, "plan")
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise ConfigError([f"{path}: cannot read the plan ({e.strerror or e})"]) from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError([f"{path}: larger than {MAX_BYTES // 2**20} MiB; not a plan"])
-    try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        data = json.loads(raw)
+        data = json.loads(gunzip_limited(raw, MAX_BYTES, str(path), "plan"))
     except (OSError, EOFError, ValueError) as e:
         raise ConfigError([f"{path}: not JSON ({str(e).splitlines()[0]})"]) from None
     if isinstance(data, dict) and "plan" in data and "format" not in data:

@@ -21,7 +21,6 @@ with `<`, `>` and `&` as \\u escapes, in the table by `textContent`.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import html
 import io
@@ -37,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from gcbench.errors import ConfigError
 from gcbench.files import atomic_write, check_writable
 from gcbench.report import figures as F
 from gcbench.report.labels import (
@@ -52,6 +52,7 @@ from gcbench.results.store import (
     RunStore,
     cells_frame,
     read_cells,
+    read_stored,
     resolve_run,
     suite_folder_name,
 )
@@ -353,16 +354,15 @@ def _cell_files(
         figures: list[tuple[str, Any]] = []
         try:
             if plan.is_file():
-                stored = json.loads(gzip.decompress(plan.read_bytes()))
-                figures.append(("plan", F.plan_map_figure(stored)))
+                figures.append(("plan", F.plan_map_figure(read_stored(plan, "plan"))))
             if trace.is_file():
-                spans = json.loads(gzip.decompress(trace.read_bytes()))
+                spans = read_stored(trace, "trace")
                 if not all(math.isfinite(float(sp.get(k, 0.0))) for sp in spans
                            for k in ("start_s", "dur_s", "bytes")):  # fmt: skip
                     raise ValueError("a span's time or bytes is not a finite number")
                 figures.append(("timeline", F.timeline_figure(spans)))
         except (OSError, ValueError, EOFError, zlib.error, RecursionError, TypeError, KeyError,
-                AttributeError) as e:  # a damaged trace or plan: the cell gets no page  # fmt: skip
+                AttributeError, ConfigError) as e:  # a damaged trace or plan: no page  # fmt: skip
             why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
             warnings.warn(f"cell {cid}: cannot draw it ({why})", ResultsWarning, stacklevel=3)
             continue

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import ConfigError
-from gcbench.files import TMP_PREFIX, atomic_write
+from gcbench.files import TMP_PREFIX, atomic_write, gunzip_limited, read_limited
 from gcbench.results.schema import (
     FORMAT_VERSION,
     NUMERIC_COLUMNS,
@@ -66,6 +66,11 @@ if TYPE_CHECKING:
 
 MANIFEST = "manifest.json"
 DIGEST_KEY = b"gcbench.sha256"  # parquet metadata: sha256 of the schema and rows
+# Limits on what a run folder's files may hold (a larger one is a one-line error): the
+# manifest (its grid of a million cell ids is ~70 MB) and each stored trace or plan,
+# gzip-compressed and decompressed (one iteration's spans: a few MB for the largest models)
+MAX_MANIFEST_BYTES = 256 * 2**20
+MAX_STORED_BYTES = 64 * 2**20
 SET_ASIDE = ".unreadable-"  # <cell-id>.parquet.unreadable-<time>: a damaged cell file
 STATUSES = ("running", "finished", "failed", "interrupted", "incomplete")
 # The same rule as `Suite.name`: a suite's name is one folder name, never a path.
@@ -267,13 +272,12 @@ class RunStore:
         not an object, has a field of the wrong type, another results format or a suite
         that is not a folder name is a ConfigError of one line naming it."""
         path = self.manifest_path
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return {}
-        except OSError as e:
-            why = e.strerror or type(e).__name__
-            raise ConfigError([f"{path}: cannot read it ({why}); {MANIFEST_ADVICE}"]) from None
+        try:
+            raw = read_limited(path, MAX_MANIFEST_BYTES, "manifest")
+        except ConfigError as e:
+            raise ConfigError([f"{e.messages[0]}; {MANIFEST_ADVICE}"]) from None
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError
@@ -579,12 +583,21 @@ def read_cells(
 def read_plan(run: str | os.PathLike[str], cell_id: str) -> dict[str, Any]:
     """The stored plan of a planner strategy's cell (`plans/<cell-id>.json.gz`)."""
     path = Path(run) / "plans" / f"{cell_id}.json.gz"
+    raw = gunzip_limited(read_limited(path, MAX_STORED_BYTES, "plan"), MAX_STORED_BYTES,
+                         str(path), "plan")  # fmt: skip
     try:
-        return dict(json.loads(gzip.decompress(path.read_bytes())))
+        return dict(json.loads(raw))
     except (OSError, ValueError, EOFError) as e:
         raise ConfigError([f"{path}: cannot read the plan ({_short(e)})"]) from None
 
 
 def iter_traces(run: Path) -> Iterable[tuple[str, list[dict[str, Any]]]]:
     for p in sorted((Path(run) / "traces").glob("*.json.gz")):
-        yield p.name.removesuffix(".json.gz"), json.loads(gzip.decompress(p.read_bytes()))
+        yield p.name.removesuffix(".json.gz"), read_stored(p, "trace")
+
+
+def read_stored(path: Path, what: str) -> Any:
+    """A stored trace or plan (gzip JSON), read and decompressed within
+    `MAX_STORED_BYTES` (a ConfigError beyond: a "gzip bomb" expands no further)."""
+    raw = read_limited(path, MAX_STORED_BYTES, what)
+    return json.loads(gunzip_limited(raw, MAX_STORED_BYTES, str(path), what))
