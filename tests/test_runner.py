@@ -111,6 +111,40 @@ def test_failing_cell_becomes_a_row_and_is_retried(ray_local, tmp_path):
     assert set(load_results(summary.run_dir)["status"]) == {"ok"}
 
 
+
+@ray
+def test_a_full_disk_stops_the_run_and_keeps_its_cells(ray_local, tmp_path, monkeypatch):
+    """No space left while writing a cell (issue #35 item 8: two chained ENOSPC tracebacks,
+    and the manifest said `running` with 0 ok though cells were written): one line, the
+    manifest records the session as interrupted with the cells written, and a rerun
+    continues from them."""
+    import errno
+
+    from gcbench.results.store import RunStore
+
+    suite = load_suite(write(tmp_path, "t.yaml", TINY_SUITE))
+    real = RunStore.write_cell
+    writes = []
+
+    def full(self, *args, **kwargs):
+        if len(writes) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.cells_dir / "x"))
+        writes.append(args[0])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunStore, "write_cell", full)
+    with pytest.raises(ConfigError) as e:
+        run_suite(suite, tmp_path / "r", concurrency=1)
+    (line,) = e.value.messages
+    assert "No space left on device writing" in line and "the 3 cells written" in line
+    monkeypatch.setattr(RunStore, "write_cell", real)
+    (run,) = (tmp_path / "r" / suite.name).iterdir()
+    manifest = RunStore(run).read_manifest()
+    assert manifest["status"] == "interrupted" and manifest["cells"]["ok"] == 3
+    again = run_suite(suite, tmp_path / "r")
+    assert (again.ok, again.skipped) == (13, 3)
+
+
 @ray
 def test_a_cell_that_cannot_be_placed_is_an_infeasible_row_and_runs_again(ray_local, tmp_path):
     """An `InfeasibleError` (an emulated cell whose workers no longer fit) gives rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 import platform
 import time
@@ -20,6 +21,7 @@ from typing import Any
 
 import gcbench
 from gcbench.config import Cell, Suite, expand, matches
+from gcbench.errors import ConfigError
 from gcbench.files import check_writable
 from gcbench.results.schema import record
 from gcbench.results.store import RunStore, SuiteLock, Unreadable, read_cell
@@ -340,6 +342,17 @@ def _run_locked(
             state.elapsed_s = time.monotonic() - t0
             if progress:
                 progress(state)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
+            raise
+        kept = _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
+        raise ConfigError(
+            [f"{store.path}: {e.strerror or 'no space left'} writing {e.filename or 'a cell'}; "
+             f"the {ok} cells written this session are kept"
+             f"{'' if kept else ' (the manifest could not be updated)'}: free some space and "
+             "run again to continue"]
+        ) from None
     except BaseException:
         _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
         raise
@@ -400,18 +413,24 @@ def _interrupted(
     counts: dict[str, int],
     in_flight: dict[Any, Cell],
     started_here: bool,
-) -> None:
+) -> bool:
     """Record an interrupted session (the manifest's status and cell counts, `counts`),
     remove its temporaries, and stop its work: shut down a Ray this run started, else
-    cancel the tasks `in_flight` on someone else's cluster."""
+    cancel the tasks `in_flight` on someone else's cluster. Whether the manifest was
+    written (a full disk may refuse it, even once the temporaries are gone)."""
     import ray
 
-    manifest.update(status="interrupted", interrupted_at=_now(), cells=counts)
-    store.write_manifest(manifest)
     # a write the interrupt caught between creating its temporary and the `try` that
     # removes it leaves that temporary behind (seen once in CI): this run holds the
-    # suite's lock, so every temporary in its folders is its own
+    # suite's lock, so every temporary in its folders is its own; removed first, they
+    # free room on a full disk for the manifest
     store.remove_temporaries()
+    manifest.update(status="interrupted", interrupted_at=_now(), cells=counts)
+    try:
+        store.write_manifest(manifest)
+        written = True
+    except OSError:
+        written = False
     if started_here:
         # Shutting down our own Ray ends its workers; cancelling first races with
         # tasks that are finishing (Ray 2.x aborts with "Tried to complete task that
@@ -420,6 +439,7 @@ def _interrupted(
     else:  # someone else's cluster: stop the work we gave it
         for ref in in_flight:
             ray.cancel(ref, force=True)
+    return written
 
 
 def _collect(
