@@ -145,3 +145,23 @@ def test_simulation_uses_the_zoo_profile_by_default(tmp_path):
     )
     (cell,) = expand(load_suite(suite))
     assert cell_profile(cell) == model_profile("resnet50", 32, "v100")
+
+
+@pytest.mark.slow  # the first forward on the meta device: about a second
+def test_a_batch_that_cannot_fit_is_refused_before_anything_is_allocated():
+    """`gcbench profile resnet50 --batch 100000` died allocating 60 GB (issue #35 item
+    13): the iteration's memory is counted on the meta device first, and one too large
+    for this host is one line, exit 2, in about a second."""
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+    from gcbench.zoo.measure import available_bytes, iteration_bytes
+
+    need = iteration_bytes("resnet50", 100_000, None)
+    have = available_bytes("cpu")
+    assert have is not None and need > 100 * have  # thousands of GiB
+    assert iteration_bytes("resnet50", 2, None) < need / 10_000  # it follows the batch
+    r = CliRunner().invoke(app, ["profile", "resnet50", "--batch", "100000"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "resnet50 at batch 100000: an iteration needs about" in r.stderr
+    assert "lower --batch" in r.stderr

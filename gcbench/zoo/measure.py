@@ -120,6 +120,54 @@ def _check(name: str, torch_device: str, warmup: int, iterations: int) -> None:
         raise ConfigError([f"need iterations >= 1 and warmup >= 0, got {iterations}, {warmup}"])
 
 
+def iteration_bytes(name: str, batch: int, seq: int | None) -> int:
+    """About the memory one training iteration of `name` takes: its parameters, their
+    gradients and SGD's momentum, the inputs, and every tensor the forward saves for
+    backward, counted on the meta device (nothing allocated)."""
+    model = build(name, device="meta")
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    saved: dict[int, int] = {}  # a tensor two operations save counts once
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved[id(t)] = t.numel() * t.element_size()
+        return t
+
+    x = model_input(name, batch, seq, "meta")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(x)
+    outs = out if isinstance(out, tuple) else (out,)
+    produced = sum(o.numel() * o.element_size() for o in outs)
+    return 3 * weights + x.numel() * x.element_size() + sum(saved.values()) + produced
+
+
+def available_bytes(torch_device: str) -> int | None:
+    """Memory free for a new allocation on `torch_device` (None where unknown): the GPU's
+    free memory, or the host's available memory (Linux's MemAvailable)."""
+    if torch_device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(torch.device(torch_device))
+        return int(free)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _check_memory(name: str, batch: int, seq: int | None, torch_device: str) -> None:
+    """Refuse, before anything is allocated, an iteration that cannot fit (issue #35:
+    `--batch 100000` on resnet50 died allocating 60 GB)."""
+    need = iteration_bytes(name, batch, seq)
+    have = available_bytes(torch_device)
+    if have is not None and need > have:
+        raise ConfigError(
+            [f"{name} at batch {batch}: an iteration needs about {need / 2**30:,.1f} GiB on "
+             f"{torch_device}, {have / 2**30:,.1f} GiB is available; lower --batch"]
+        )  # fmt: skip
+
+
 def measure_profile(
     name: str,
     batch_size: int | None = None,
@@ -134,6 +182,7 @@ def measure_profile(
     info = MODELS[name]
     batch = batch_size or info.batch_size
     seq = seq_len or info.seq_len
+    _check_memory(name, batch, seq, torch_device)
     run = _Session(name, batch, seq, torch_device)
     run.instrument(True)
     ready: list[list[float]] = [[] for _ in run.params]
