@@ -437,6 +437,8 @@ def test_odd_manifest_fields_are_one_line_errors(tmp_path, fields, field):
         (lambda r: r.update(machines="two"), "machines"),
         (lambda r: r.update(status="great"), "status"),
         (lambda r: r.update(iteration_s=float("inf")), "iteration_s"),
+        # issue #35 item 16: a 50 MiB string made `report` use 894 MB and write 255 MB
+        (lambda r: r.update(error="x" * 5 * 2**20), "MiB"),
     ],
 )
 def test_a_crafted_cell_file_is_left_out_and_said(tmp_path, edit, why):

@@ -570,3 +570,13 @@ def test_gzip_bombs_and_huge_files_stop_at_their_limits(tmp_path, monkeypatch):
         f.truncate(3 * 2**30)
     with pytest.raises(ConfigError, match="manifest.json: file is 3,221,225,472 bytes; manifest"):
         store.read_manifest()
+
+
+def test_a_failed_cells_error_is_cut_to_its_limit():
+    """A task's error is stored as its first line, cut to `MAX_ERROR_CHARS` (a one-line
+    message of megabytes would make the cell file one no reader takes, issue #35)."""
+    from gcbench.results.schema import MAX_ERROR_CHARS
+
+    c = a_cell()
+    (row, _) = cell_rows(c, error="RuntimeError: " + "x" * 10 * MAX_ERROR_CHARS)
+    assert row["status"] == "failed" and len(row["error"]) == MAX_ERROR_CHARS

@@ -104,6 +104,8 @@ COLUMNS: tuple[str, ...] = (
     *TASK_META_COLUMNS,
 )
 STATUSES = ("ok", "failed", "infeasible")
+MAX_ERROR_CHARS = 2000  # a failed cell's error: its first line, cut to this
+MAX_CELL_BYTES = 4 * 2**20  # a cell's rows in memory: more is not a cell gcbench wrote
 # What every row holds, whatever gcbench version wrote it (later columns may be absent
 # from older files), and the columns that hold numbers (or nothing) and are finite
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -144,7 +146,7 @@ def record(
         "cell_id": cell_id,
         **{k: config.get(k) for k in CONFIG_COLUMNS},
         "status": status,
-        "error": error or "",
+        "error": (error or "")[:MAX_ERROR_CHARS],
         **{k: metrics.get(k) for k in METRIC_COLUMNS},
         "repetition": repetition,
         "gcbench_version": gcbench_version,

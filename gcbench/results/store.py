@@ -41,6 +41,7 @@ from gcbench.errors import ConfigError
 from gcbench.files import TMP_PREFIX, atomic_write, gunzip_limited, read_limited
 from gcbench.results.schema import (
     FORMAT_VERSION,
+    MAX_CELL_BYTES,
     NUMERIC_COLUMNS,
     REQUIRED_COLUMNS,
     RUN_COLUMNS,
@@ -392,6 +393,11 @@ def _check_rows(table: pa.Table, path: Path) -> None:
     tool wrote it: what reads results can take its rows as they are."""
     import pyarrow as pa
 
+    if table.nbytes > MAX_CELL_BYTES:  # a crafted file: its strings would flood a report
+        raise Unreadable(
+            path, f"its rows hold {table.nbytes / 2**20:,.1f} MiB, more than a cell's "
+            f"{MAX_CELL_BYTES // 2**20} MiB"
+        )  # fmt: skip
     names = set(table.column_names)
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
