@@ -963,3 +963,24 @@ def test_options_the_planner_picks_run_as_the_simulator_times_them(
         assert e.metrics["wire_bytes"] == pytest.approx(want.metrics["wire_bytes"], rel=1e-9)
     elif "cc" in option:
         assert any(s.stream.startswith("cpu:") and s.kind == "compress" for s in e.spans)
+
+
+def test_actors_the_clusters_memory_cannot_hold_are_refused_before_any_starts():
+    """A CPU-only Ray cluster took any number of actors (issue #35 item 17: 2 x 16
+    tiny-mlp workers, ~150 MB each, ran 214 s into a 5 GB limit; up to 2^20 GPUs were
+    accepted): the cell is refused in one line against the nodes' `memory` resource."""
+    from gcbench.cluster.emulate import ACTOR_BASE_BYTES, refuse_placement
+    from gcbench.errors import ConfigError
+
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0, "memory": 5e9}}]
+    small = Cell.model_validate({**cell("fp32").model_dump(), "model": "tiny-mlp"})
+    refuse_placement(small, nodes)  # 2 x 2 workers: well within
+    big = small.model_copy(update={"cluster": small.cluster.model_copy(
+        update={"machines": 2, "gpus_per_machine": 16})})  # fmt: skip
+    with pytest.raises(ConfigError) as e:
+        refuse_placement(big, nodes)
+    (line,) = e.value.messages
+    assert line.startswith("emulate: 32 actors (2 x 16 workers) need about")
+    assert "offers its workers 4.7 GiB" in line
+    assert 32 * ACTOR_BASE_BYTES > 5e9  # the workers alone pass it, whatever the model
+    refuse_placement(big, [{"Alive": True, "Resources": {"CPU": 2.0}}])  # no memory declared

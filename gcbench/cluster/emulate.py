@@ -166,9 +166,10 @@ def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
                 f"cluster (it declares {sum(held):g} units of the summation resource)"
             ]
         )
+    _refuse_memory(cell, nodes)
     gpus_on = [n.get("Resources", {}).get("GPU", 0.0) for n in nodes]
     if not any(gpus_on):
-        return  # CPU workers share the cores: any number fits
+        return  # CPU workers share the cores
     if sum(gpus_on) < cl.gpus or max(gpus_on) < cl.gpus_per_machine:
         raise ConfigError(
             [
@@ -177,6 +178,34 @@ def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
                 f"{', '.join(f'{g:g}' for g in gpus_on)} GPUs)"
             ]
         )
+
+
+# What one actor holds besides its model: Python, torch and Ray's worker (measured
+# ~150 MB each on this project's CPU machines, issue #35)
+ACTOR_BASE_BYTES = 160 * 2**20
+
+
+def _refuse_memory(cell: Cell, nodes: list[dict[str, Any]]) -> None:
+    """ConfigError when the cell's actors cannot fit the memory the Ray cluster offers
+    its workers (the nodes' `memory` resource): each actor holds `ACTOR_BASE_BYTES` and
+    about three copies of the model's gradients (its own, error feedback, the payloads
+    it receives). Issue #35: 2 x 16 tiny-mlp workers ran 214 s into a 5 GB limit."""
+    from gcbench.backends.simulate import cell_profile
+
+    offered = sum(float(n.get("Resources", {}).get("memory", 0.0)) for n in nodes)
+    if offered <= 0:
+        return  # a cluster that declares no memory: nothing to check against
+    actors = cell.cluster.gpus + cell.cluster.cpu_servers
+    gradients = 4.0 * sum(t.numel for t in cell_profile(cell).tensors)
+    need = actors * (ACTOR_BASE_BYTES + 3 * gradients)
+    if need > offered:
+        raise ConfigError(
+            [f"emulate: {actors} actors ({cell.cluster.machines} x "
+             f"{cell.cluster.gpus_per_machine} workers"
+             f"{f', {cell.cluster.cpu_servers} servers' if cell.cluster.cpu_servers else ''}) "
+             f"need about {need / 2**30:,.1f} GiB; this Ray cluster offers its workers "
+             f"{offered / 2**30:,.1f} GiB: emulate fewer GPUs, or on a larger cluster"]
+        )  # fmt: skip
 
 
 def check_cell(cell: Cell) -> tuple[Any, Any, int]:
