@@ -343,16 +343,10 @@ def _run_locked(
             if progress:
                 progress(state)
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
-            raise
         kept = _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
-        raise ConfigError(
-            [f"{store.path}: {e.strerror or 'no space left'} writing {e.filename or 'a cell'}; "
-             f"the {ok} cells written this session are kept"
-             f"{'' if kept else ' (the manifest could not be updated)'}: free some space and "
-             "run again to continue"]
-        ) from None
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise _no_space(e, store, ok, kept) from None
     except BaseException:
         _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
         raise
@@ -405,6 +399,16 @@ def _finish_cell(
         failures.append(f"{_label(cell)}: {error}")
     state.last = _label(cell)
     return error is None
+
+
+def _no_space(e: OSError, store: RunStore, ok: int, kept: bool) -> ConfigError:
+    """A full disk (or quota) as one line: what could not be written, what is kept."""
+    return ConfigError(
+        [f"{store.path}: {e.strerror or 'no space left'} writing {e.filename or 'a cell'}; "
+         f"the {ok} cells written this session are kept"
+         f"{'' if kept else ' (the manifest could not be updated)'}: free some space and "
+         "run again to continue"]
+    )  # fmt: skip
 
 
 def _interrupted(
