@@ -62,6 +62,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "compute_scale": (0.05, 20.0),
 }
 METRICS = ("iteration_s", "scaling_factor", "throughput")
+MAX_POINTS_BYTES = 16 * 2**20  # a points file or an nccl-tests output
 # The least measured value a point may hold (a nanosecond; a fit weighs each point by
 # 1/value², which a smaller one overflows)
 MIN_MEASURED = 1e-9
@@ -227,6 +228,10 @@ def parse_nccl_tests(text: str, where: str) -> NcclRun:
                 raise ConfigError(
                     f"{where}:{number}: cannot read size and time from {line.strip()!r}"
                 ) from None
+            if not (math.isfinite(size) and math.isfinite(micros)):
+                raise ConfigError(
+                    f"{where}:{number}: size {cells[0]} or time {micros:g} is not a finite number"
+                )
             if 0 < micros < MIN_MEASURED * 1e6:
                 raise ConfigError(
                     f"{where}:{number}: time {micros:g} us is under a nanosecond: not a "
@@ -266,7 +271,9 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
             from gcbench.files import read_limited
 
             path = base_dir / Path(p.nccl_tests).expanduser()
-            text = read_limited(path, 16 * 2**20, "nccl-tests output").decode(errors="replace")
+            text = read_limited(path, MAX_POINTS_BYTES, "nccl-tests output").decode(
+                errors="replace"
+            )
             run = parse_nccl_tests(text, str(path))
             name = (p.collective or run.collective or "allreduce").replace("-", "_").lower()
             ranks = p.ranks or run.ranks
@@ -559,12 +566,12 @@ def read_points(path: Path, network: str | None) -> tuple[PointsFile, Path]:
     from gcbench.config.loader import load_model
     from gcbench.files import read_limited
 
-    raw = read_limited(path, 16 * 2**20, "points")
+    raw = read_limited(path, MAX_POINTS_BYTES, "points")
     text = raw.decode("utf-8", errors="replace")
     if is_nccl_output(text):
         points = PointsFile(points=[NcclPoint(nccl_tests=path.name)])
     else:
-        points = load_model(path, PointsFile)
+        points = load_model(path, PointsFile, "points", MAX_POINTS_BYTES)
     if network is not None:
         points = points.model_copy(update={"network": {"profile": network, **points.network}})
     return points, path.parent

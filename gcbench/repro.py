@@ -201,6 +201,10 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
     from gcbench.calibrate import resolved_network
 
     data = load(path)
+    if only is not None and only not in data["testbeds"]:
+        raise ConfigError(
+            f"--only: no testbed {only!r} in {path}; testbeds: {', '.join(data['testbeds'])}"
+        )
     rows: list[Row] = []
     fits: dict[str, Any] = {}
     for name, bed in data["testbeds"].items():

@@ -359,3 +359,29 @@ def test_the_exact_fit_reads_the_overrides_the_predictions_read(
     assert got["network"][fit_name] == pytest.approx(want, rel=1e-5)  # written to 6 digits
     for p in got["fit"]["points"]:
         assert p["predicted"] == pytest.approx(p["measured"], rel=1e-6), p
+
+
+@pytest.mark.slow  # 5 MiB of YAML and 120,000 values through the pure-Python parser: ~3 s
+def test_large_points_files_are_points_files(tmp_path):
+    """A 4 MiB points file was refused as "suite files are limited", a 54k-point file as
+    "an alias bomb?" (issue #35): points files have a limit of their own (16 MiB), and
+    aliases are counted against what the file's bytes could write out; an nccl-tests row
+    with an infinite time was read as a weightless point ("+nan%")."""
+    from gcbench.config.loader import MAX_NODES, parse_yaml
+
+    path = write_points(tmp_path, synthetic_points(0))
+    path.write_text(("# " + "x" * 98 + "\n") * 50_000 + path.read_text())  # 5 MB
+    r = run(path, "--fit", "inter_efficiency", "--json")
+    assert r.exit_code == 0, r.output[:300]
+    values = 6 * 20_000  # the values of 20,000 points, no alias
+    assert values > MAX_NODES
+    data, _ = parse_yaml(("points: [" + ",".join(["1"] * values) + "]\n").encode(), "p")
+    assert len(data["points"]) == values
+    text = FIXTURE.read_text().splitlines()
+    row = next(i for i, line in enumerate(text) if line.strip().startswith("1048576 "))
+    cells = text[row].split()
+    cells[5] = "inf"
+    text[row] = "  ".join(cells)
+    (tmp_path / "inf.txt").write_text("\n".join(text) + "\n")
+    r = run(tmp_path / "inf.txt", "--inter-gbps", "100")
+    assert r.exit_code == 2 and f"inf.txt:{row + 1}:" in r.stderr and "not a finite" in r.stderr

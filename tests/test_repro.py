@@ -160,3 +160,11 @@ def test_malformed_published_and_causes_files_are_one_line(tmp_path):
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
     assert "causes.yaml" in r.stderr
     assert not out.exists()
+
+
+def test_only_a_testbed_that_is_there():
+    """`reproduce --only typo` exited 0 with an empty page (issue #35): one line naming
+    the testbeds."""
+    r = CliRunner().invoke(app, ["reproduce", "--published", str(PUBLISHED), "--only", "typo"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "--only: no testbed 'typo'" in r.stderr and "covap-30g" in r.stderr

@@ -32,9 +32,12 @@ SAFE_TAGS = {
 }
 
 
-def read_yaml(path: str | Path) -> tuple[Any, yaml.Node]:
-    """The file's data and its node tree. Raises ConfigError with one clear line."""
-    raw = read_limited(path, MAX_BYTES, "suite")  # a longer (or endless) file: not further
+def read_yaml(
+    path: str | Path, what: str = "suite", limit: int = MAX_BYTES
+) -> tuple[Any, yaml.Node]:
+    """The file's data and its node tree. Raises ConfigError with one clear line. `what`
+    names the kind of file in messages, `limit` its bytes (a longer file: not further)."""
+    raw = read_limited(path, limit, what)
     return parse_yaml(raw, str(path))
 
 
@@ -62,7 +65,9 @@ def parse_yaml(raw: bytes, where: str) -> tuple[Any, yaml.Node]:
         raise ConfigError(
             f"{where}:1: the file is empty; expected a mapping (see `gcbench schema`)"
         )
-    _check_tree(node, where)
+    # aliases may expand a file to more values than its bytes could write out: a file's
+    # own values need two bytes each at least, so beyond that (and MAX_NODES) a bomb
+    _check_tree(node, where, max(MAX_NODES, len(raw)))
     loader = yaml.SafeLoader("")
     try:
         data = loader.construct_document(node)
@@ -78,7 +83,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _check_tree(root: yaml.Node, where: str) -> None:
+def _check_tree(root: yaml.Node, where: str, max_nodes: int = MAX_NODES) -> None:
     """Reject unsafe tags, recursive aliases and alias bombs, in time linear in the file;
     then keys given twice in a mapping (all of them at once) and lone surrogates."""
     size: dict[int, int] = {}
@@ -123,10 +128,10 @@ def _check_tree(root: yaml.Node, where: str) -> None:
                 "(\\ud800-\\udfff escape), which is not text; write the character itself"
             )
         active.discard(key)
-        if total > MAX_NODES:
+        if total > max_nodes:
             raise ConfigError(
                 f"{where}:{node.start_mark.line + 1}: YAML aliases expand to more than "
-                f"{MAX_NODES:,} values (an alias bomb?)"
+                f"{max_nodes:,} values (an alias bomb?)"
             )
         size[key] = total
         return total
@@ -151,9 +156,12 @@ def _key(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
         return node.value
 
 
-def load_model(path: str | Path, model: type[M]) -> M:
-    """Read and validate `path` as `model`, reporting every validation error by line."""
-    data, node = read_yaml(path)
+def load_model(
+    path: str | Path, model: type[M], what: str = "suite", limit: int = MAX_BYTES
+) -> M:
+    """Read and validate `path` as `model`, reporting every validation error by line
+    (`what`, `limit`: as `read_yaml`)."""
+    data, node = read_yaml(path, what, limit)
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}:{node.start_mark.line + 1}: expected a mapping at the top level, "
