@@ -266,6 +266,15 @@ def test_progress_keeps_done_and_total_in_a_narrow_console(console, width):
         assert "3 failed" in lines[0] and "1:00 eta 0:00" in lines[0]
 
 
+def test_progress_off_a_terminal_ends_its_line(console):
+    """Off a terminal (a log, CI) the last progress line had no newline: the run's
+    summary went on the same line (issue #35)."""
+    buf = console(80)
+    with progress_bar("smoke") as update:
+        update(progress(30))
+    assert buf.getvalue().endswith("\n") and "30/30" in buf.getvalue()
+
+
 def test_progress_at_columns_80(monkeypatch, capsys):
     """`COLUMNS=80 gcbench run ...`: the default console reads COLUMNS."""
     monkeypatch.setenv("COLUMNS", "80")

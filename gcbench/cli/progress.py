@@ -113,6 +113,8 @@ def live_line(name: str, console: Any = None) -> Iterator[Any]:
     finally:
         if main_thread and signal.getsignal(signal.SIGINT) is on_sigint:
             signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+        if not console.is_terminal:  # rich leaves a log's last line open: close it
+            console.file.write("\n")
 
 
 def _duration(seconds: float) -> str:
