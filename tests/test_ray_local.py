@@ -89,3 +89,27 @@ def test_run_starts_its_own_instance_beside_another_cluster(tmp_path, other_clus
     cluster = json.loads(manifest.read_text())["cluster"]
     assert cluster["resources"]["CPU"] == 1.0  # not the other cluster's 3
     assert cluster["nodes"] == ["127.0.0.1"]
+
+
+@pytest.mark.slow  # imports ray
+def test_a_local_ray_that_does_not_start_is_one_line(monkeypatch):
+    """Ray's start timing out under load printed a 40-line traceback (issue #35 item 12):
+    one line naming what Ray said, and whatever part of it started shut down."""
+    import ray
+
+    from gcbench.errors import ConfigError
+    from gcbench.runner import local
+
+    def timeout(**kwargs):
+        raise TimeoutError("The current node timed out during startup.\nlong details")
+
+    stopped = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", timeout)
+    monkeypatch.setattr(ray, "shutdown", lambda: stopped.append(True))
+    with pytest.raises(ConfigError) as e:
+        local.connect(None, num_cpus=1)
+    (line,) = e.value.messages
+    assert line == ("ray: a local instance did not start (TimeoutError: The current node "
+                    "timed out during startup.); try again, or give --address")  # fmt: skip
+    assert stopped == [True]

@@ -139,15 +139,24 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
             return False
         # address="local": always a new instance, even where another Ray cluster runs on
         # this host (ray.init() alone would join it, or refuse num_cpus for it)
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            include_dashboard=False,
-            dashboard_host=LOOPBACK,
-            _node_ip_address=LOOPBACK,
-            logging_level=logging.WARNING,
-            log_to_driver=False,
-        )
+        try:
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                include_dashboard=False,
+                dashboard_host=LOOPBACK,
+                _node_ip_address=LOOPBACK,
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
+        except Exception as e:  # Ray's start raises many kinds (a timeout under load)
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # whatever part of it started
+            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+            raise ConfigError(
+                [f"ray: a local instance did not start ({type(e).__name__}"
+                 f"{': ' + first if first else ''}); try again, or give --address"]
+            ) from None  # fmt: skip
         return True
     check_reachable(address)  # fail in seconds, not after Ray's minutes of retries
     said: list[str] = []
