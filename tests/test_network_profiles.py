@@ -145,6 +145,11 @@ def test_simulate_takes_a_network_profile_and_flags_override_it(tmp_path):
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--network", "nope"])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
     assert r.stderr.startswith("error: --network: network profile 'nope': no preset")
+    # a mistake inside the profile names the flag that gave it (issue #35: it blamed
+    # --intra-latency-us, the first network flag its message happened to name)
+    bad = write(tmp_path, "bad.yaml", "name: x\nsource: y\nnetwork: {inter_gbs: 4}\n")
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--network", str(bad)])
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: --network: {bad}: network:")
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50"])
     assert r.exit_code == 2 and r.stderr == "error: --inter-gbps: required\n"
     r = CliRunner().invoke(app, ["networks", "--json"])

@@ -486,6 +486,8 @@ def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:
     flags = tables[parts[0]]
     if len(parts) > 1 and parts[1] in flags:
         return flags[parts[1]]
+    if parts[0] == "network" and ("network profile" in msg or ".yaml" in msg):
+        return "--network"  # the profile's own mistake, whatever field it names
     # a rule across one section's fields: the field its message names, else the section's
     for field in sorted(flags, key=len, reverse=True):
         if field in msg and field != "name":
