@@ -296,3 +296,14 @@ def test_lazy_expansion_applies_only_as_it_goes(tmp_path):
     # a generator: the first cell comes without the rest being made
     first = next(iter(iter_cells(load_suite(_grid(tmp_path, 1000, 1000, 1000)))))
     assert first.model.batch_size == 1 and first.cluster.machines == 1
+
+
+def test_exclude_takes_the_compressor_forms_the_grid_takes(tmp_path):
+    """A compressor written as a mapping in the grid could not be excluded the same way
+    (issue #35: `exclude.0.compressor: must be a preset or kind:param=value`)."""
+    text = ("name: ex\ngrid:\n  model: [resnet50]\n  strategy: [allgather]\n"
+            "  compressor: [{kind: topk, ratio: 0.01}, dgc]\n  network: [{inter_gbps: 10}]\n"
+            "  cluster: [{machines: 2}]\n"
+            "exclude:\n  - {compressor: {kind: topk, ratio: 0.01}}\n")  # fmt: skip
+    (c,) = expand(load_suite(write(tmp_path, "ex.yaml", text)))
+    assert c.compressor.kind == "dgc"

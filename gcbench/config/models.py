@@ -414,9 +414,10 @@ _COMPRESSOR: TypeAdapter[Any] = TypeAdapter(CompressorSpec)
 
 def _compressor(value: Any) -> str:
     """A compressor as the `compressor` column shows it: the preset it equals, else
-    `kind:param=value,...` with every parameter (`compress.specs._Spec.label`)."""
-    if not isinstance(value, str):
-        raise ValueError(f"must be a preset or kind:param=value, got {value!r}")
+    `kind:param=value,...` with every parameter (`compress.specs._Spec.label`); a mapping
+    (`{kind: topk, ratio: 0.01}`) as the grid takes it."""
+    if not isinstance(value, str | dict):
+        raise ValueError(f"must be a preset, kind:param=value or a mapping, got {value!r}")
     try:
         return str(_COMPRESSOR.validate_python(value).label())
     except ValidationError as e:
@@ -440,7 +441,7 @@ FILTER_VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
     "model": (_text, _STRING),
     "batch_size": (_integer, _INTEGER),
     "seq_len": (_integer, _INTEGER),
-    "compressor": (_compressor, _STRING),
+    "compressor": (_compressor, {"anyOf": [_STRING, {"type": "object"}]}),
     "compressor_kind": (_one_of(*KINDS), {"enum": list(KINDS)}),
     "strategy": (_strategy, _STRING),
     "fusion": (_fusion, _STRING),
