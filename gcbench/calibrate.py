@@ -279,6 +279,11 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
             ranks = p.ranks or run.ranks
             if ranks is None:
                 raise ConfigError(f"{path}: no '#  Rank' lines: give `ranks:` beside `nccl_tests:`")
+            if ranks < 2:  # one rank sends nothing: its times are no collective's
+                raise ConfigError(
+                    f"{path}: a run of {ranks} rank: it measures no collective (run nccl-tests "
+                    "on 2 GPUs or more)"
+                )
             level = p.level or ("inter" if run.hosts > 1 else "intra")
             for size, seconds in run.points:
                 out.append(Measurement(f"{path.name} {name} {ranks} ranks {size:g} B", seconds,

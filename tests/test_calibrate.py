@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -385,3 +386,13 @@ def test_large_points_files_are_points_files(tmp_path):
     (tmp_path / "inf.txt").write_text("\n".join(text) + "\n")
     r = run(tmp_path / "inf.txt", "--inter-gbps", "100")
     assert r.exit_code == 2 and f"inf.txt:{row + 1}:" in r.stderr and "not a finite" in r.stderr
+
+
+def test_a_one_rank_nccl_log_says_so(tmp_path):
+    """A one-rank run measures no collective: it said "no point crosses machines"."""
+    text = [line for line in FIXTURE.read_text().splitlines()
+            if not re.match(r"#\s+Rank\s+([1-9]|1\d)\s", line)]  # fmt: skip
+    (tmp_path / "one.txt").write_text("\n".join(text) + "\n")
+    r = run(tmp_path / "one.txt", "--inter-gbps", "100", "--fit", "inter_efficiency")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "one.txt: a run of 1 rank: it measures no collective" in r.stderr
