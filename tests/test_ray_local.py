@@ -89,6 +89,23 @@ def test_run_starts_its_own_instance_beside_another_cluster(tmp_path, other_clus
     cluster = json.loads(manifest.read_text())["cluster"]
     assert cluster["resources"]["CPU"] == 1.0  # not the other cluster's 3
     assert cluster["nodes"] == ["127.0.0.1"]
+    # a stale address file of a `ray start` that died (issue #35 item 14: `gcbench run`
+    # retried it for 10.5 min): in a temp folder of its own, so no other Ray reads it
+    # (a short path: Ray's sockets go below it, and a socket's path has 107 bytes at most)
+    stale = Path(__import__("tempfile").mkdtemp(prefix="gcb-", dir="/tmp"))
+    try:
+        (stale / "ray").mkdir()  # Ray's temp folder is $RAY_TMPDIR/ray
+        (stale / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{_free_port()}")
+        r = subprocess.run(
+            [sys.executable, "-c", "from gcbench.cli import main; main()", "run", str(suite),
+             "--results", str(tmp_path / "again"), "--no-report", "--num-cpus", "1"],
+            env={**env, "RAY_TMPDIR": str(stale)}, cwd=tmp_path, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        __import__("shutil").rmtree(stale, ignore_errors=True)
+    assert r.returncode == 0, r.stderr
+    assert "ray: a new local instance on 127.0.0.1" in r.stderr
 
 
 @pytest.mark.slow  # imports ray
