@@ -984,3 +984,50 @@ def test_actors_the_clusters_memory_cannot_hold_are_refused_before_any_starts():
     assert "offers its workers 4.7 GiB" in line
     assert 32 * ACTOR_BASE_BYTES > 5e9  # the workers alone pass it, whatever the model
     refuse_placement(big, [{"Alive": True, "Resources": {"CPU": 2.0}}])  # no memory declared
+
+
+@pytest.mark.slow
+def test_a_dead_cell_task_holds_no_placement_group(ray_local, tmp_path):
+    """Issue #35 item 19: when an emulated cell's task dies (its process killed), its
+    placement groups stayed CREATED until `gcbench run` exited, holding the cluster's
+    GPUs. The driver removes them when it records the failed cell. Only this test's Ray
+    task is killed: a child of this process (its Ray instance runs under it)."""
+    import signal
+    import threading
+    import time
+
+    import psutil
+    from ray.util.placement_group import placement_group_table
+
+    from gcbench.config import load_suite
+    from gcbench.runner import run_suite
+
+    from conftest import write
+
+    text = ("name: d\nmode: emulate\ngrid:\n  model: resnet50\n  strategy: [fp32]\n"
+            "  network: {inter_gbps: 10}\n  cluster: {machines: 2, gpus_per_machine: 2}\n")
+    suite = load_suite(write(tmp_path, "d.yaml", text))
+
+    def groups(keep) -> list[str]:  # gcbench's placement groups in the states `keep` takes
+        return [str(i["name"]) for i in placement_group_table().values()
+                if str(i.get("name", "")).startswith("gcbench:") and keep(i["state"])]  # fmt: skip
+
+    box: dict[str, object] = {}
+    runner = threading.Thread(target=lambda: box.update(s=run_suite(suite, tmp_path / "r")))
+    runner.start()
+    me, killed, deadline = psutil.Process(), False, time.monotonic() + 120
+    while not killed and time.monotonic() < deadline and runner.is_alive():
+        created = groups(lambda state: state == "CREATED")
+        for p in me.children(recursive=True) if created else ():
+            try:
+                if (p.cmdline() or [""])[0].startswith("ray::_task"):
+                    p.send_signal(signal.SIGKILL)
+                    killed = True
+                    break
+            except psutil.Error:
+                continue
+        time.sleep(0.05)
+    runner.join(timeout=240)
+    assert killed, "the cell's task was not seen running with its placement groups"
+    assert box["s"].failed == 1  # type: ignore[attr-defined]
+    assert groups(lambda state: state != "REMOVED") == []

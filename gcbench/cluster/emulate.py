@@ -29,8 +29,10 @@ Not yet (issue #14, left for later): actor reuse across cells, NCCL on GPU clust
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,27 @@ from gcbench.errors import ConfigError, InfeasibleError
 
 STEPS = 3  # iterations an emulated cell runs (agg_error_steps sums them)
 ATTEMPTS = 2  # runs of a cell whose worker dies, in all
+PG_PREFIX = "gcbench:"  # an emulated cell's placement groups: gcbench:<cell id>:<uid>:...
+
+
+def remove_placement_groups(cell_id: str) -> int:
+    """Remove the placement groups a cell's task made and could not remove (it died: its
+    worker was killed, or ran out of memory); how many. The driver calls this when the
+    task fails, so that a dead cell holds no GPUs until `gcbench run` exits."""
+    from ray.util.placement_group import (
+        get_placement_group,
+        placement_group_table,
+        remove_placement_group,
+    )
+
+    n = 0
+    for info in placement_group_table().values():
+        name = str(info.get("name") or "")
+        if name.startswith(f"{PG_PREFIX}{cell_id}:") and info.get("state") != "REMOVED":
+            with contextlib.suppress(Exception):  # removed meanwhile: nothing to do
+                remove_placement_group(get_placement_group(name))
+                n += 1
+    return n
 PLACEMENT_S = 30.0  # how long a feasible placement may wait for resources
 # Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
 # host's cores, and a cell's task and actors must fit beside the other cells' tasks)
@@ -331,15 +354,21 @@ def _attempt(
     except ConfigError as e:  # it fitted when the run began: the cluster changed under it
         raise InfeasibleError(f"{e.messages[0]} (the Ray cluster changed during the run)") from None
     bundle = {"CPU": WORKER_CPUS * gpus, **({"GPU": per_gpu * gpus} if per_gpu else {})}
+    # named for the cell, so that the driver can remove them if this task dies
+    # (`remove_placement_groups`): Ray keeps a dead task's groups until the job ends
+    named = f"{PG_PREFIX}{cell.id}:{uuid.uuid4().hex[:8]}"
     pg = placement_group(
         [bundle] * machines,
         strategy="STRICT_SPREAD" if len(alive) >= machines > 1 else "PACK",
+        name=f"{named}:workers",
     )
     k = cell.cluster.cpu_servers
     # the summation servers: on the nodes that declare the resource, where some do
     summation = any(n.get("Resources", {}).get("summation", 0) for n in alive)
     server_bundle = {"CPU": WORKER_CPUS, **({"summation": 1.0} if summation else {})}
-    spg = placement_group([server_bundle] * k, strategy="SPREAD") if k else None
+    spg = None
+    if k:
+        spg = placement_group([server_bundle] * k, strategy="SPREAD", name=f"{named}:servers")
     groups = [pg] + ([spg] if spg is not None else [])
     ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=PLACEMENT_S)
     if len(ready) < len(groups):  # it fitted when asked: the cluster changed under the run

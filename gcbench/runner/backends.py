@@ -32,6 +32,9 @@ class Backend(Protocol):
         """Metric rows (one per repetition), the spans of the first, the plan of a
         planner strategy (else None). Ray must be connected for an emulated cell."""
 
+    def release(self, cell: Any) -> None:
+        """Free what a failed cell's task left on the Ray cluster (the driver calls it)."""
+
 
 class Simulate:
     """The simulator is deterministic: one simulation serves every repetition."""
@@ -44,6 +47,9 @@ class Simulate:
         return None
 
     def refuse_placement(self, cells: list[Any], nodes: list[dict[str, Any]]) -> None:
+        return None
+
+    def release(self, cell: Any) -> None:
         return None
 
     def run(self, cell: Any, repetitions: int) -> CellOutput:
@@ -74,6 +80,11 @@ class Emulate:
 
         for cell in cells:
             refuse_placement(cell, nodes)
+
+    def release(self, cell: Any) -> None:
+        from gcbench.cluster.emulate import remove_placement_groups
+
+        remove_placement_groups(cell.id)  # a task that died could not remove them
 
     def run(self, cell: Any, repetitions: int) -> CellOutput:
         from gcbench.cluster.emulate import emulated

@@ -337,7 +337,7 @@ def _run_locked(
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
             for ref in ready:
                 cell = in_flight.pop(ref)
-                if _finish_cell(ref, cell, suite, store, status, state, failures):
+                if _finish_cell(ref, cell, suite, store, status, state, failures, backend):
                     ok += 1
             state.elapsed_s = time.monotonic() - t0
             if progress:
@@ -386,10 +386,14 @@ def _finish_cell(
     status: dict[str, str],
     state: Progress,
     failures: list[str],
+    backend: Backend,
 ) -> bool:
     """Write the finished task `ref`'s cell (its rows, or its error's) and count it in
-    `status`, `state` and `failures`; whether it succeeded."""
+    `status`, `state` and `failures`; whether it succeeded. A failed cell's leftovers on
+    the cluster (a dead emulation's placement groups) are released (`Backend.release`)."""
     rows, spans, plan, error = _collect(ref, cell, suite.repetitions)
+    if error is not None:
+        backend.release(cell)
     rows = [_record(cell, r, store, suite, error) for r in rows]
     store.write_cell(cell.id, rows, spans, plan)
     status[cell.id] = "ok" if error is None else "failed"
