@@ -210,12 +210,11 @@ def profile(
         if warmup < 0:
             raise ConfigError([f"--warmup must be >= 0, got {warmup}"])
         check_torch_device(torch_device)
-        from gcbench.zoo.measure import check_memory, measure_profile
+        from gcbench.zoo.measure import measure_profile
         from gcbench.zoo.profile_io import write_profile
 
         target = out or Path("profiles") / f"{name}-{torch_device.replace(':', '')}.json"
         writable(target, "--out")
-        check_memory(name, batch, seq_len, torch_device)  # before the bar: one line if not
         with iteration_bar(f"profile {name}") as tick:
             p = measure_profile(name, batch, seq_len, torch_device, warmup, iterations, tick)
         write_profile(p, target)

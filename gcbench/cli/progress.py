@@ -82,12 +82,15 @@ def live_line(name: str, console: Any = None) -> Iterator[Any]:
 
     from rich.console import Console
     from rich.live import Live
+    from rich.text import Text
 
     console = console or Console(stderr=True)
     fields: dict[str, Any] = {}
 
     class Line:
         def __rich__(self) -> Any:
+            if not fields:  # nothing to show yet (a command that fails first shows none)
+                return Text("")
             return _status_text(name, fields, max(console.width - 1, 20))
 
     live = Live(Line(), console=console, refresh_per_second=4, transient=False)
@@ -113,7 +116,7 @@ def live_line(name: str, console: Any = None) -> Iterator[Any]:
     finally:
         if main_thread and signal.getsignal(signal.SIGINT) is on_sigint:
             signal.signal(signal.SIGINT, previous or signal.default_int_handler)
-        if not console.is_terminal:  # rich leaves a log's last line open: close it
+        if fields and not console.is_terminal:  # rich leaves a log's last line open
             console.file.write("\n")
 
 

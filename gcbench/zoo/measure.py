@@ -156,13 +156,10 @@ def available_bytes(torch_device: str) -> int | None:
     return None
 
 
-def check_memory(name: str, batch: int | None, seq: int | None, torch_device: str) -> None:
+def _check_memory(name: str, batch: int, seq: int | None, torch_device: str) -> None:
     """Refuse, before anything is allocated, an iteration that cannot fit (issue #35:
-    `--batch 100000` on resnet50 died allocating 60 GB); `batch`, `seq`: None for the
-    zoo's."""
-    info = MODELS[name]
-    batch = batch or info.batch_size
-    need = iteration_bytes(name, batch, seq or info.seq_len)
+    `--batch 100000` on resnet50 died allocating 60 GB)."""
+    need = iteration_bytes(name, batch, seq)
     have = available_bytes(torch_device)
     if have is not None and need > have:
         raise ConfigError(
@@ -185,7 +182,7 @@ def measure_profile(
     info = MODELS[name]
     batch = batch_size or info.batch_size
     seq = seq_len or info.seq_len
-    check_memory(name, batch, seq, torch_device)
+    _check_memory(name, batch, seq, torch_device)
     run = _Session(name, batch, seq, torch_device)
     run.instrument(True)
     ready: list[list[float]] = [[] for _ in run.params]
