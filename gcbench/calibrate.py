@@ -442,8 +442,11 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
     levels = {m.collective[3] for m in ms if m.collective is not None}
     exact = all(m.collective is not None for m in ms) and len(levels) == 1
     level = next(iter(levels)) if exact else None
+    closed = None
     if exact and set(params) <= {f"{level}_efficiency", f"{level}_latency_us"}:
-        values = _exact(ms, net, start_net, params, level, predict)  # type: ignore[arg-type]
+        closed = _exact(ms, net, start_net, params, level)  # type: ignore[arg-type]
+    if closed is not None:
+        values = closed
         method = "weighted least squares (exact)"
         outside = {p: v for p, v in values.items() if not BOUNDS[p][0] <= v <= BOUNDS[p][1]}
         if outside:  # the unconstrained optimum leaves gcbench's ranges: search inside them
@@ -460,13 +463,13 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
 
 
 def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], params: list[str],
-           level: str, predict: Callable[[dict[str, float]], list[float]],
-           ) -> dict[str, float]:  # fmt: skip
+           level: str) -> dict[str, float] | None:  # fmt: skip
     """Weighted least squares over the collective timings of one level, in closed form,
     with each point's link as its prediction reads it: where a profile's override fixes
     a collective's efficiency or latency, its points take the override's value (and a
     point whose prediction the fitted parameter does not move adds a constant to the
-    loss: left out). Both parameters with overridden points: `_descent`."""
+    loss: left out). None where there is no closed form: both parameters fitted with
+    some points overridden (`fit` searches then)."""
     from gcbench.comm.calibrate import fit_affine
     from gcbench.config.models import Network
 
@@ -485,8 +488,7 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
         if (eff_name in params and not effs[i][1]) or (lat_name in params and not lats[i][1])
     ]
     if len(params) == 2 and len(moved) < len(ms):
-        meas = [m.measured for m in ms]
-        return _descent(predict, meas, {p: float(start[p]) for p in params}, params)
+        return None
     ms = [ms[i] for i in moved]
     fixed_eff = [effs[i][0] for i in moved]
     fixed_lat = [lats[i][0] for i in moved]
