@@ -401,17 +401,11 @@ class Synced(Recorder):
         self._sync = sync
 
     def step(self, b: int, step: Step, dep: float, start: float) -> float:
-        stream, kind, dur, nbytes, label, _ = step
-        if kind == "comm":
-            at, until = self._sync(label.split()[2].split(":")[0], start, dur)
-            if at > start:
-                start = at
-            dur = until - at
-            if dur < 0:
-                dur = 0.0
-        job = Job(stream, label, kind, dur, nbytes, start)
-        self.jobs.append(job)
-        return job.end_s
+        if step.kind != "comm":
+            return super().step(b, step, dep, start)
+        at, until = self._sync(step.label.split()[2].split(":")[0], start, step.dur)
+        dur = until - at
+        return super().step(b, step._replace(dur=dur if dur > 0 else 0.0), dep, max(start, at))
 
 
 class Spans(Watch):
