@@ -589,10 +589,8 @@ def read_cells(
 def read_plan(run: str | os.PathLike[str], cell_id: str) -> dict[str, Any]:
     """The stored plan of a planner strategy's cell (`plans/<cell-id>.json.gz`)."""
     path = Path(run) / "plans" / f"{cell_id}.json.gz"
-    raw = gunzip_limited(read_limited(path, MAX_STORED_BYTES, "plan"), MAX_STORED_BYTES,
-                         str(path), "plan")  # fmt: skip
     try:
-        return dict(json.loads(raw))
+        return dict(read_stored(path, "plan"))
     except (OSError, ValueError, EOFError) as e:
         raise ConfigError([f"{path}: cannot read the plan ({_short(e)})"]) from None
 
