@@ -83,7 +83,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _check_tree(root: yaml.Node, where: str, max_nodes: int = MAX_NODES) -> None:
+def _check_tree(root: yaml.Node, where: str, max_nodes: int) -> None:
     """Reject unsafe tags, recursive aliases and alias bombs, in time linear in the file;
     then keys given twice in a mapping (all of them at once) and lone surrogates."""
     size: dict[int, int] = {}
