@@ -439,7 +439,7 @@ def lower(
     G = x.G
     steps: list[Step] = []
     defer_at = -1  # first step that waits for backward
-    tag = f"bucket {b}" if labels else ""
+    tag = f"bucket {b}" if labels else ""  # labels `tag and f"{tag} <what>"`: "" untagged
     started = False  # a phase has run: later GPU work waits on communication
     h = Holding(elements, G)  # what worker 0 holds (`options.Holding`)
     loc = "gpu"
@@ -451,7 +451,7 @@ def lower(
 
     if option.fp16:
         defer_at = _gpu_step(steps, defer_at, started, "compute", "compress",
-                             c.cast_s(elements), _named(tag, "cast fp16"), True)  # fmt: skip
+                             c.cast_s(elements), tag and f"{tag} cast fp16", True)  # fmt: skip
     for step in layout:
         if step[0]:  # an operation (`SimContext.layout` says what each field is)
             _, compress, on_gpu, place, chunks = step
@@ -470,7 +470,7 @@ def lower(
                 if on_gpu:
                     seconds += extra / rounds
                 defer_at = _gpu_step(steps, defer_at, started, stream, "compress", seconds,
-                                     _named(tag, "compress"), on_gpu)  # fmt: skip
+                                     tag and f"{tag} compress", on_gpu)  # fmt: skip
                 h.summed *= h.k  # the pieces an uncompressed alltoall brought, summed first
                 h.psum = h.summed
                 if h.summed > 1 and c.bucket_bytes is not None:
@@ -491,7 +491,7 @@ def lower(
                 if count > 0:
                     f = c.decompress_s if on_gpu else c.cpu_decompress_s
                     defer_at = _gpu_step(steps, defer_at, started, stream, "decompress",
-                                         count * f(h.e) / speed, _named(tag, "decompress"),
+                                         count * f(h.e) / speed, tag and f"{tag} decompress",
                                          on_gpu)  # fmt: skip
                 h.summed = h.psum * h.k
                 h.e, h.slices, h.k, h.held, h.comp = h.e * h.slices, 1, 1, 0.0, False
@@ -512,7 +512,7 @@ def lower(
         # the phase's size argument and link collective (`Collective.size`, `link`, inline)
         size = h.held if h.comp else (bpe * h.e * n if row.whole else bpe * h.e)
         name = row.payload_link if h.comp else row.name
-        label = _named(tag, token)
+        label = tag and f"{tag} {token}"
         if row.servers:
             dur, sent = _servers_phase(x, row.name, h, n, size)
             steps.append(new_step((stream, "comm", dur, sent, label, False)))
@@ -525,10 +525,10 @@ def lower(
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
             defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
-                                 _named(tag, f"compress round {r}"), cgpu)  # fmt: skip
+                                 tag and f"{tag} compress round {r}", cgpu)  # fmt: skip
             more = payloads[r](h.e)
             dur, sent = x.comm(level, name, more, h.rings if inter else G)
-            label = _named(tag, f"{token} round {r}")
+            label = tag and f"{tag} {token} round {r}"
             steps.append(new_step((stream, "comm", dur, sent, label, False)))
         row.after(h, n, second, level == "intra", G)
         if row.closes and frames and frames[-1][0] == level:
@@ -540,13 +540,8 @@ def lower(
         steps.append(_copy_step(c, actor, "gpu", _bytes(h, bpe), tag))
     if option.fp16:
         defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
-                             c.cast_s(elements), _named(tag, "cast fp32"), True)  # fmt: skip
+                             c.cast_s(elements), tag and f"{tag} cast fp32", True)  # fmt: skip
     return steps, (defer_at if defer_at >= 0 else len(steps))
-
-
-def _named(tag: str, what: str) -> str:
-    """A step's label (`bucket <b> <what>`), empty where the bucket has no tag."""
-    return f"{tag} {what}" if tag else ""
 
 
 def _rounds_error(compressor: str, rounds: int, token: str) -> ConfigError:
