@@ -591,3 +591,32 @@ def test_a_named_pipe_is_refused_wherever_gcbench_reads_a_file(tmp_path):
         r = CliRunner().invoke(app, ["calibrate", str(path), "--fit", "inter_efficiency"])
         assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
         assert "not a regular file (a named pipe)" in r.stderr, r.stderr
+
+
+def test_precision_is_a_model_field_checked_against_the_device(tmp_path):
+    """`precision` (issue #31): fp32 by default and left out of the cell's id then (cells
+    of earlier runs keep theirs); bf16 only on GPUs with BF16 tensor cores, with the line
+    that asks for it; a column `--only` and reports can filter on."""
+    text = (
+        "name: p\ndevice: {device}\ngrid:\n  model:\n    - resnet50\n"
+        "    - {{name: resnet50, precision: {precision}}}\n  strategy: fp32\n"
+        "  network: {{inter_gbps: 10}}\n  cluster: {{machines: 2}}\n"
+    )
+    path = write(tmp_path, "ok.yaml", text.format(device="h100", precision="amp-bf16"))
+    plain, amp = expand(load_suite(path))
+    assert "precision" not in plain.canonical_json() and plain.model.precision == "fp32"
+    assert (plain.flat()["precision"], amp.flat()["precision"]) == ("fp32", "amp-bf16")
+    assert plain.id != amp.id
+    bad = write(tmp_path, "bad.yaml", text.format(device="v100", precision="amp-bf16"))
+    with pytest.raises(ConfigError) as info:
+        expand(load_suite(bad))
+    (message,) = info.value.messages
+    assert message.startswith(f"{bad}:") and "v100 has no BF16 tensor cores" in message
+    typo = write(tmp_path, "typo.yaml", text.format(device="h100", precision="fp8"))
+    with pytest.raises(ConfigError) as info:
+        load_suite(typo)
+    assert info.value.messages[0].startswith(f"{typo}:6:")
+    from gcbench.config.models import ModelSpec
+
+    with pytest.raises(ValidationError, match="measured at the precision it was run at"):
+        ModelSpec.model_validate({"name": "mine", "profile": "p.json", "precision": "tf32"})

@@ -163,19 +163,28 @@ def test_profile_times_are_positive_and_consistent():
 
 
 def test_the_device_table_says_where_its_numbers_come_from():
-    """Datasheet peaks with a source each; efficiencies fitted (v100), measured (cpu) or
-    borrowed from the V100 fit, said per device (issue #12). A100 80 GB differs from the
-    40 GB part in memory bandwidth alone, so the same model computes faster on it only
-    where memory-bound kernels weigh."""
-    from gcbench.zoo.devices import BORROWED, FITTED
+    """Datasheet peaks with a source each; efficiencies fitted (v100, h100), measured
+    (cpu) or borrowed, said per device (issues #12, #31): the Ampere and Hopper GPUs from
+    the H100 fit, the others from the V100 fit (their tensor cores from the H100's). A100
+    80 GB differs from the 40 GB part in memory bandwidth alone, so the same model
+    computes faster on it only where memory-bound kernels weigh."""
+    from gcbench.zoo import devices as d_
 
-    assert {"p100", "a100-80g", "rtx3090", "a10"} <= set(DEVICES)
+    assert {"p100", "a100-80g", "rtx3090", "a10", "h200"} <= set(DEVICES)
     for d in DEVICES.values():
         assert d.source and d.efficiencies
-    assert DEVICES["v100"].efficiencies == FITTED
+    assert DEVICES["v100"].efficiencies == d_.FITTED
+    assert DEVICES["h100"].efficiencies == d_.H100_FITTED
     assert "measured" in DEVICES["cpu"].efficiencies
-    borrowed = {n for n, d in DEVICES.items() if d.efficiencies == BORROWED}
-    assert borrowed == set(DEVICES) - {"v100", "cpu"}
+    by = {n: d.efficiencies for n, d in DEVICES.items()}
+    assert {n for n, e in by.items() if e == d_.BORROWED} == {"p100", "rtx2080ti", "t4"}
+    hopper = {n for n, e in by.items() if e == d_.HOPPER_BORROWED}
+    assert hopper == {"a100", "a100-80g", "h200", "rtx3090", "a10"}
+    for n in hopper:
+        assert DEVICES[n].kernel_overhead_us == DEVICES["h100"].kernel_overhead_us
+        assert DEVICES[n].tensor_winograd_efficiency == d_.H100_TENSOR_WINOGRAD_EFFICIENCY
+    h100, h200 = DEVICES["h100"], DEVICES["h200"]
+    assert (h200.mem_bandwidth_gbs, h200.peak_tf32_tflops) == (4800.0, h100.peak_tf32_tflops)
     a40, a80 = DEVICES["a100"], DEVICES["a100-80g"]
     assert (a80.mem_bandwidth_gbs, a40.mem_bandwidth_gbs) == (2039.0, 1555.0)
     assert a80.peak_fp32_tflops == a40.peak_fp32_tflops
@@ -413,3 +422,60 @@ def test_measure_rejects_bad_input():
         measure_profile("resnet5")
     with pytest.raises(ConfigError, match="cpu or cuda"):
         measure_profile("tiny-mlp", torch_device="tpu")
+
+
+# --- precision (issue #31) ----------------------------------------------------------------
+
+
+def test_torch_default_math_is_tf32_convolutions_and_fp32_matmuls():
+    """`fp32` is what torch does by default: cuDNN convolutions in TF32 where the GPU has
+    it, matmuls in FP32; `tf32` moves matmuls too; autocast runs both in half."""
+    h100, v100 = DEVICES["h100"], DEVICES["v100"]
+    assert [h100.math(k) for k in ("winograd", "conv", "conv1x1", "matmul", "memory")] == [
+        "tf32", "tf32", "tf32", "fp32", "fp32"
+    ]  # fmt: skip
+    assert h100.math("matmul", "tf32") == "tf32" and v100.math("matmul", "tf32") == "fp32"
+    assert h100.math("conv", "amp-bf16") == "fp16" == v100.math("matmul", "amp-fp16")
+    assert h100.flops_per_s("matmul", "tf32") > h100.flops_per_s("matmul")
+    # P100 has no tensor cores: its half precision is the FP32 cores' half2 rate
+    p100 = DEVICES["p100"]
+    assert p100.flops_per_s("matmul", "amp-fp16") == pytest.approx(
+        2 * p100.flops_per_s("matmul")
+    )
+
+
+def test_precision_changes_compute_not_the_gradients():
+    """On an H100, TF32 matmuls speed up bert-base and leave resnet50's convolutions
+    alone; AMP speeds up both and adds GradScaler's pass to the update. The gradients stay
+    fp32 (torch.amp keeps fp32 parameters), so the tensors a strategy sends do not change."""
+    fp32, tf32, amp = (model_profile("bert-base", 32, "h100", 64, p)
+                       for p in ("fp32", "tf32", "amp-bf16"))  # fmt: skip
+    assert amp.backward_s < tf32.backward_s < fp32.backward_s
+    assert amp.update_s > fp32.update_s == tf32.update_s
+    assert [t.numel for t in amp.tensors] == [t.numel for t in fp32.tensors]
+    r32, r_tf32 = (model_profile("resnet50", 32, "h100", None, p) for p in ("fp32", "tf32"))
+    conv = [t.backward_s for t in r32.tensors if "conv" in t.name]
+    assert conv == [t.backward_s for t in r_tf32.tensors if "conv" in t.name]
+    assert r_tf32.backward_s <= r32.backward_s  # (its fc layer: bound by its kernels' cost)
+    # V100 has no TF32: tf32 is fp32 there
+    v_tf32, v_fp32 = (
+        model_profile("bert-base", device="v100", precision=p) for p in ("tf32", "fp32")
+    )
+    assert (v_tf32.forward_s, v_tf32.backward_s) == (v_fp32.forward_s, v_fp32.backward_s)
+
+
+def test_update_is_torch_foreach_sgd():
+    """8 passes over fp32 values and a launch per foreach op per group of tensors (110 for
+    one tensor list, 64 for two) or per 320 chunks of 65,536 elements, whichever is more."""
+    from gcbench.zoo.profile import update_seconds
+
+    dev = DEVICES["v100"]
+    bw = dev.mem_bandwidth_gbs * 1e9 * dev.memory_efficiency
+    k = dev.kernel_overhead_us * 1e-6
+    # 200 tensors of 1,000 elements: 2 + 4 + 4 launches
+    assert update_seconds([1000] * 200, dev) == pytest.approx(8 * 4 * 200_000 / bw + 10 * k)
+    # one tensor of 65,536 x 700 elements: 700 chunks, 3 launches per op
+    n = 65536 * 700
+    assert update_seconds([n], dev) == pytest.approx(8 * 4 * n / bw + 9 * k)
+    # AMP: GradScaler's unscale, 2 passes and its own launches
+    assert update_seconds([n], dev, "amp-fp16") == pytest.approx(10 * 4 * n / bw + 12 * k)

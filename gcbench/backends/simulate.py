@@ -70,7 +70,7 @@ def cell_profile(cell: Cell) -> ModelProfile:
             m.profile, m.profile_sha256, m.name, m.batch_size, m.seq_len, cell.device
         )
     else:
-        profile = model_profile(m.name, m.batch_size, cell.device, m.seq_len)
+        profile = model_profile(m.name, m.batch_size, cell.device, m.seq_len, m.precision)
     scale = cell.network.compute_scale
     return profile if scale == 1.0 else scaled_profile(profile, scale)
 

@@ -151,10 +151,18 @@ def model(
         str,
         typer.Option("--device", help="Device-table entry (see `gcbench devices`)."),
     ] = "v100",
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision",
+            help="fp32 (torch's defaults), tf32, amp-fp16 or amp-bf16 (autocast).",
+        ),
+    ] = "fp32",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Show a zoo model's FLOP-based profile: parameters, fp32 size, forward, backward and
-    update times on a device, and every gradient tensor in the order it becomes ready."""
+    update times on a device at a precision, and every gradient tensor in the order it
+    becomes ready."""
     with errors():
         from gcbench.zoo.devices import DEVICES
 
@@ -163,13 +171,20 @@ def model(
         _positive(seq_len, "--seq-len")
         if device not in DEVICES:
             raise ConfigError([f"unknown device {device!r}; valid: {', '.join(sorted(DEVICES))}"])
+        from gcbench.zoo.devices import PRECISIONS
+
+        if precision not in PRECISIONS:
+            raise ConfigError([f"--precision: must be one of {', '.join(PRECISIONS)}, got "
+                               f"{precision!r}"])  # fmt: skip
+        if precision == "amp-bf16" and not DEVICES[device].bf16():
+            raise ConfigError([f"--precision amp-bf16: {device} has no BF16 tensor cores"])
         from gcbench.zoo.catalog import MODELS
         from gcbench.zoo.profile import model_profile
         from gcbench.zoo.profile_io import to_json
 
         if seq_len is not None and MODELS[name].seq_len is None:
             raise ConfigError([f"--seq-len: {name} is not a sequence model"])
-        p = model_profile(name, batch, device, seq_len)
+        p = model_profile(name, batch, device, seq_len, precision)
     if json_out:
         out = to_json(p)
         out.update(params=p.numel, mib=p.numel * 4 / 2**20, backward_s=p.backward_s)

@@ -36,7 +36,13 @@ CLUSTER_FLAGS = {
     "cpu_cores": "--cpu-cores",
     "summation_gbs": "--summation-gbs",
 }
-MODEL_FLAGS = {"name": "--model", "batch_size": "--batch", "seq_len": "--seq-len"}
+MODEL_FLAGS = {
+    "name": "--model", "batch_size": "--batch", "seq_len": "--seq-len", "precision": "--precision"
+}  # fmt: skip
+PRECISION_HELP = (
+    "fp32 (default: torch's defaults, TF32 convolutions on GPUs with TF32, fp32 matmuls), "
+    "tf32 (matmuls too), amp-fp16 or amp-bf16 (autocast; fp32 gradients on the wire)."
+)
 # Every built-in strategy and its aliases (`gcbench.strategies`; a test checks; spelt out
 # so that the CLI starts without importing the registry).
 STRATEGY_HELP = (
@@ -142,6 +148,7 @@ def simulate(
         int | None, opt("--seq-len", "Sequence length (sequence models; default the zoo's).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="Device-table entry.")] = "v100",
+    precision: Annotated[str | None, opt("--precision", PRECISION_HELP)] = None,
     compressor_costs: Annotated[
         Path | None,
         opt(
@@ -474,7 +481,9 @@ def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:
     """The `simulate` flag a Cell validation error at `loc` is about."""
     parts = [str(x) for x in loc]
     if not parts:  # a rule across fields: the strategy's pairs, the cost table's device,
-        # the constraints
+        # the constraints, the precision
+        if "precision" in msg:
+            return "--precision"
         if "constraint" in msg:
             return "--constraints"
         if "emulat" in msg:

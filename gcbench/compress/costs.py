@@ -332,7 +332,11 @@ def gpu_table(device: str) -> CostTable:
                     (
                         Segment(
                             math.inf,
-                            factor * kernels * dev.kernel_overhead_us * 1e-6,
+                            # a compressor's fixed cost is its kernels' launches from the
+                            # host, as the authors measured them on V100, on any GPU (the
+                            # device table's per-kernel cost of a newer GPU, fitted on a
+                            # model's backward, is that model's, not a hook's)
+                            factor * kernels * v100.kernel_overhead_us * 1e-6,
                             factor * traffic / 4 / bw,
                         ),
                     )

@@ -20,7 +20,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -54,13 +54,17 @@ from gcbench.config.fields import (
 from gcbench.config.network_profile import Network
 from gcbench.errors import PlanError
 from gcbench.zoo.catalog import MODELS
-from gcbench.zoo.devices import DEVICES
+from gcbench.zoo.devices import DEVICES, PRECISIONS
 from gcbench.zoo.profile_io import MAX_BATCH, MAX_SEQ_LEN
 
 
 def _as_list(value: Any) -> Any:
     """Grid axes accept a single value where a list of one is meant."""
     return value if isinstance(value, list) else [value]
+
+
+Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16"]
+assert get_args(Precision) == PRECISIONS
 
 
 class ModelSpec(Frozen):
@@ -80,6 +84,12 @@ class ModelSpec(Frozen):
     profile_sha256: str | None = Field(
         None, description="filled in from the profile file so results follow its content"
     )
+    precision: Precision = Field(
+        "fp32",
+        description="fp32: torch's defaults (fp32 parameters, TF32 convolutions through "
+        "cuDNN on GPUs that have TF32, fp32 matmuls); tf32: matmuls in TF32 too; amp-fp16, "
+        "amp-bf16: automatic mixed precision (autocast, fp32 parameters and gradients)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -88,6 +98,9 @@ class ModelSpec(Frozen):
             data = {"name": data}
         if not (isinstance(data, dict) and isinstance(data.get("name"), str)):
             return data
+        if isinstance(data.get("profile"), str) and data.get("precision", "fp32") != "fp32":
+            raise ValueError(f"precision {data['precision']}: the times come from the "
+                             "profile file, measured at the precision it was run at")  # fmt: skip
         if isinstance(data.get("profile"), str):
             return _fill_from_profile(data, (info.context or {}).get("base_dir"))
         model = MODELS.get(data["name"])
@@ -100,6 +113,18 @@ class ModelSpec(Frozen):
         if model.seq_len is None and data.get("seq_len") is not None:
             raise ValueError(f"seq_len: {data['name']} is not a sequence model")
         return {"batch_size": model.batch_size, "seq_len": model.seq_len, **data}
+
+
+def _check_precision(model: ModelSpec, device: str, measured_compute: bool) -> None:
+    """BF16 needs the tensor cores of Ampere and later GPUs; the actors' measured compute
+    runs in fp32."""
+    precision = model.precision
+    if precision == "amp-bf16" and not DEVICES[device].bf16():
+        raise ValueError(f"{model.name}: precision amp-bf16: {device} has no BF16 tensor "
+                         "cores (Ampere and later have)")  # fmt: skip
+    if precision != "fp32" and measured_compute:
+        raise ValueError(f"{model.name}: precision {precision}: compute_time: measured runs "
+                         "the model in fp32 on the actors")  # fmt: skip
 
 
 def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
@@ -315,7 +340,7 @@ class Constraints(Frozen):
 
 
 DeviceName = Literal[
-    "v100", "p100", "a100", "a100-80g", "h100", "rtx2080ti", "rtx3090", "a10", "t4", "cpu"
+    "v100", "p100", "a100", "a100-80g", "h100", "h200", "rtx2080ti", "rtx3090", "a10", "t4", "cpu"
 ]
 assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
 
@@ -340,6 +365,7 @@ FILTER_KEYS = (
     "model",
     "batch_size",
     "seq_len",
+    "precision",
     "compressor",
     "compressor_kind",
     "strategy",
@@ -441,6 +467,7 @@ FILTER_VALUES: dict[str, tuple[Any, dict[str, Any]]] = {
     "model": (_text, _STRING),
     "batch_size": (_integer, _INTEGER),
     "seq_len": (_integer, _INTEGER),
+    "precision": (_one_of(*PRECISIONS), {"enum": list(PRECISIONS)}),
     "compressor": (_compressor, {"anyOf": [_STRING, {"type": "object"}]}),
     "compressor_kind": (_one_of(*KINDS), {"enum": list(KINDS)}),
     "strategy": (_strategy, _STRING),
@@ -554,6 +581,18 @@ class Suite(Frozen):
         _check_costs_device(self.compressor_costs, self.device)
         return self
 
+    @field_validator("grid")
+    @classmethod
+    def _precision_here(cls, grid: Grid, info: ValidationInfo) -> Grid:
+        """Each model's precision on the suite's device (`_check_precision`)."""
+        device = info.data.get("device")
+        measured = info.data.get("mode") == "emulate" and (
+            info.data.get("compute_time") == "measured"
+        )
+        for model in grid.model if device is not None else ():
+            _check_precision(model, device, measured)
+        return grid
+
     @field_validator("constraints")
     @classmethod
     def _constraints_for_planners(
@@ -666,6 +705,11 @@ class Cell(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _precision_here(self) -> Cell:
+        _check_precision(self.model, self.device, self.measured_compute)
+        return self
+
+    @model_validator(mode="after")
     def _valid_pairs(self) -> Cell:
         """The strategy takes this compressor and this cluster (`gcbench.strategies`): a
         strategy without a compressor runs with `none` and one with its own compressor
@@ -715,6 +759,7 @@ class Cell(Frozen):
             "model": self.model.name,
             "batch_size": self.model.batch_size,
             "seq_len": self.model.seq_len,
+            "precision": self.model.precision,
             "profile": self.model.profile,
             "compressor": self.compressor.label(),
             "compressor_kind": self.compressor.kind,

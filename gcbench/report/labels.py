@@ -48,6 +48,7 @@ LABEL_ORDER = (
     "intra",
     "batch_size",
     "seq_len",
+    "precision",
     "fusion",
     "device",
     "profile",

@@ -24,6 +24,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "model",
     "batch_size",
     "seq_len",
+    "precision",
     "profile",
     "compressor",
     "compressor_kind",

@@ -24,7 +24,19 @@ from gcbench.zoo.devices import DEVICES, Device
 if TYPE_CHECKING:
     from gcbench.zoo.trace import ModelTrace, Op
 
-UPDATE_PASSES = 4  # SGD with momentum, fp32: read grad, read + write momentum, write weight
+# The optimizer step: torch's SGD with momentum, its default multi-tensor ("foreach")
+# implementation on CUDA (torch/optim/sgd.py `_multi_tensor_sgd`): momentum *= m
+# (`_foreach_mul_`: read + write), momentum += grad (`_foreach_add_`: 3 passes), weight
+# -= lr x momentum (3 passes): 8 passes over fp32 values. Each foreach op launches a
+# kernel per group of tensors and per 320 chunks of 65,536 elements
+# (aten/src/ATen/native/cuda/MultiTensorApply.cuh: `kChunkSize`, `depth_to_max_tensors`
+# {110, 64, ...} for 1 and 2 tensor lists, `depth_to_max_blocks` 320).
+UPDATE_PASSES = 8
+UPDATE_OPS = ((1, 110), (2, 64), (2, 64))  # per foreach op: (tensor lists, tensors a launch)
+UPDATE_CHUNK, UPDATE_BLOCKS = 65536, 320
+# GradScaler's step under AMP: unscale every gradient and check it for inf/NaN, one fused
+# read + write (`torch.amp.GradScaler.unscale_`, `_amp_foreach_non_finite_check_and_unscale_`)
+AMP_UPDATE_PASSES = 2
 
 
 @dataclass(frozen=True)
@@ -76,39 +88,64 @@ class ModelProfile:
         )
 
 
-def op_seconds(flops: float, nbytes: float, kind: str, kernels: int, dev: Device) -> float:
-    """Roofline time of one operation's work on `dev` plus its launch overheads."""
+def op_seconds(
+    flops: float, nbytes: float, kind: str, kernels: int, dev: Device, precision: str = "fp32"
+) -> float:
+    """Roofline time of one operation's work on `dev` at `precision` plus its kernels'
+    overheads (launch and tail: at small batches, most of an operation's time)."""
     if kernels == 0:
         return 0.0
-    compute = flops / dev.flops_per_s(kind) if flops else 0.0
+    compute = flops / dev.flops_per_s(kind, precision) if flops else 0.0
     memory = nbytes / (dev.mem_bandwidth_gbs * 1e9 * dev.memory_efficiency)
     return max(compute, memory) + kernels * dev.kernel_overhead_us * 1e-6
 
 
-def forward_seconds(op: Op, dev: Device) -> float:
-    return op_seconds(op.flops, op.nbytes, op.kind, 1, dev)
+# Under autocast, matmuls and convolutions read and write half-precision activations and
+# elementwise ops follow their inputs: every operation's traffic is counted at half. (The
+# ops autocast keeps in fp32 — softmax, layer_norm, the losses — read half and write fp32;
+# counting them at half is optimistic for models rich in them.)
+AMP_TRAFFIC = 0.5
 
 
-def backward_seconds(op: Op, dev: Device) -> float:
-    return op_seconds(op.bwd_flops, op.bwd_nbytes, op.kind, op.bwd_kernels, dev)
+def _traffic(precision: str) -> float:
+    return AMP_TRAFFIC if precision.startswith("amp-") else 1.0
 
 
-def update_seconds(numel: int, tensors: int, dev: Device) -> float:
-    """SGD with momentum over every parameter, one kernel per tensor."""
+def forward_seconds(op: Op, dev: Device, precision: str = "fp32") -> float:
+    return op_seconds(op.flops, op.nbytes * _traffic(precision), op.kind, 1, dev, precision)
+
+
+def backward_seconds(op: Op, dev: Device, precision: str = "fp32") -> float:
+    return op_seconds(op.bwd_flops, op.bwd_nbytes * _traffic(precision), op.kind,
+                      op.bwd_kernels, dev, precision)  # fmt: skip
+
+
+def update_seconds(numels: list[int], dev: Device, precision: str = "fp32") -> float:
+    """The optimizer step over tensors of `numels` elements (`UPDATE_PASSES`, `UPDATE_OPS`);
+    under AMP, GradScaler's unscale first (`AMP_UPDATE_PASSES`). Parameters, gradients and
+    momentum stay fp32 at every precision (torch.amp keeps fp32 parameters)."""
+    chunks = sum(-(-n // UPDATE_CHUNK) for n in numels)
+    launches = sum(
+        max(-(-len(numels) // per), -(-chunks // UPDATE_BLOCKS)) for _, per in UPDATE_OPS
+    )
+    passes = UPDATE_PASSES
+    if precision.startswith("amp-"):
+        passes += AMP_UPDATE_PASSES
+        launches += max(-(-len(numels) // 110), -(-chunks // UPDATE_BLOCKS))
     return (
-        UPDATE_PASSES * numel * 4 / (dev.mem_bandwidth_gbs * 1e9 * dev.memory_efficiency)
-        + tensors * dev.kernel_overhead_us * 1e-6
+        passes * sum(numels) * 4 / (dev.mem_bandwidth_gbs * 1e9 * dev.memory_efficiency)
+        + launches * dev.kernel_overhead_us * 1e-6
     )
 
 
-def profile_from_trace(trace: ModelTrace, device: str) -> ModelProfile:
+def profile_from_trace(trace: ModelTrace, device: str, precision: str = "fp32") -> ModelProfile:
     dev = DEVICES[device]
     info = MODELS[trace.name]
-    forward_s = sum(forward_seconds(op, dev) for op in trace.ops)
+    forward_s = sum(forward_seconds(op, dev, precision) for op in trace.ops)
     # done[i]: backward time elapsed when op i's backward has finished (ops run in reverse).
     done: list[float] = [0.0] * (len(trace.ops) + 1)
     for i in range(len(trace.ops) - 1, -1, -1):
-        done[i] = done[i + 1] + backward_seconds(trace.ops[i], dev)
+        done[i] = done[i + 1] + backward_seconds(trace.ops[i], dev, precision)
     order = sorted(range(len(trace.params)), key=lambda i: (-trace.params[i].first_use, -i))
     tensors: list[TensorProfile] = []
     previous = 0.0
@@ -120,7 +157,6 @@ def profile_from_trace(trace: ModelTrace, device: str) -> ModelProfile:
             numel *= s
         tensors.append(TensorProfile(p.name, p.shape, numel, p.layer, ready - previous))
         previous = ready
-    total = sum(t.numel for t in tensors)
     return ModelProfile(
         trace.name,
         trace.batch_size,
@@ -128,8 +164,9 @@ def profile_from_trace(trace: ModelTrace, device: str) -> ModelProfile:
         info.sample_unit,
         device,
         forward_s,
-        update_seconds(total, len(tensors), dev),
+        update_seconds([t.numel for t in tensors], dev, precision),
         tuple(tensors),
+        notes=() if precision == "fp32" else (f"precision {precision}",),
     )
 
 
@@ -142,10 +179,15 @@ def cached_trace(name: str, batch_size: int, seq_len: int | None) -> ModelTrace:
 
 @lru_cache(maxsize=256)
 def model_profile(
-    name: str, batch_size: int | None = None, device: str = "v100", seq_len: int | None = None
+    name: str,
+    batch_size: int | None = None,
+    device: str = "v100",
+    seq_len: int | None = None,
+    precision: str = "fp32",
 ) -> ModelProfile:
-    """The FLOP-based profile of a zoo model on a device from the device table."""
+    """The FLOP-based profile of a zoo model on a device from the device table, trained
+    at `precision` (`devices.PRECISIONS`)."""
     info = MODELS[name]
     batch = batch_size or info.batch_size
     seq = seq_len or info.seq_len
-    return profile_from_trace(cached_trace(name, batch, seq), device)
+    return profile_from_trace(cached_trace(name, batch, seq), device, precision)

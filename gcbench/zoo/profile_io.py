@@ -366,7 +366,7 @@ def estimate_missing(profile: ModelProfile, device: str = "v100") -> ModelProfil
         from gcbench.zoo.devices import DEVICES
         from gcbench.zoo.profile import update_seconds
 
-        update = update_seconds(profile.numel, len(profile.tensors), DEVICES[device])
+        update = update_seconds([t.numel for t in profile.tensors], DEVICES[device])
         notes.append(f"update_s estimated: SGD with momentum at {device} memory bandwidth")
     return replace(profile, forward_s=forward, update_s=update, notes=tuple(notes))
 
