@@ -589,8 +589,9 @@ class Suite(Frozen):
         measured = info.data.get("mode") == "emulate" and (
             info.data.get("compute_time") == "measured"
         )
-        for model in grid.model if device is not None else ():
-            _check_precision(model, device, measured)
+        if isinstance(device, str):  # (a bad device is its own error)
+            for model in grid.model:
+                _check_precision(model, device, measured)
         return grid
 
     @field_validator("constraints")
