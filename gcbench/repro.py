@@ -250,15 +250,34 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
 
 
 def summary(rows: list[Row]) -> dict[str, Any]:
+    """The figures' counts and the median |error| out of sample, overall and per testbed
+    (`per_testbed`: testbed -> (figures out of sample, their median |error|)); a testbed
+    with none out of sample has a median of None."""
     out = [r for r in rows if r.error is not None and not r.in_sample]
     errors = [abs(r.error) for r in out if r.error is not None]
+    per: dict[str, list[float]] = {r.testbed: [] for r in rows}
+    for r in out:
+        if r.error is not None:
+            per[r.testbed].append(abs(r.error))
     return {
         "figures": len(rows),
         "expressible": sum(r.expressible for r in rows),
         "out_of_sample": len(out),
         "median_abs_error_out_of_sample": statistics.median(errors) if errors else None,
+        "per_testbed": {
+            bed: {"out_of_sample": len(e), "median_abs_error": statistics.median(e) if e else None}
+            for bed, e in per.items()
+        },
         "beyond_25pct": [r.id for r in out if r.error is not None and abs(r.error) > 0.25],
     }
+
+
+def testbed_line(bed: str, s: dict[str, Any]) -> str:
+    """One testbed's out-of-sample count and median |error|, as `summary` gives them."""
+    got = s["per_testbed"][bed]
+    med = got["median_abs_error"]
+    return (f"{got['out_of_sample']} out of sample, median |error| "
+            f"{'n/a' if med is None else f'{med:.1%}'}")  # fmt: skip
 
 
 # The reports' stylesheet, and the page's own rows: in-sample ones grey, misses red.
@@ -284,7 +303,7 @@ def write_page(rows: list[Row], fits: dict[str, Any], causes: dict[str, str], ou
         f"<li>{html.escape(name)}: fitted on <b>{html.escape(f['figure'])}</b>: "
         + html.escape(", ".join(f"{k} = {v:.4g}" for k, v in f["parameters"].items()))
         + (f" (on a bound: {html.escape(', '.join(f['bound_hits']))})" if f["bound_hits"] else "")
-        + "</li>"
+        + f"; {html.escape(testbed_line(name, s))}</li>"
         for name, f in fits.items()
     )
     lines = []

@@ -168,3 +168,19 @@ def test_only_a_testbed_that_is_there():
     r = CliRunner().invoke(app, ["reproduce", "--published", str(PUBLISHED), "--only", "typo"])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
     assert "--only: no testbed 'typo'" in r.stderr and "covap-30g" in r.stderr
+
+
+def test_the_median_is_given_per_testbed_too(result):
+    """Issue #31: the out-of-sample median per testbed beside the overall one; the
+    counts add up and each testbed's median is of its own figures."""
+    rows, _ = result
+    s = summary(rows)
+    per = s["per_testbed"]
+    assert set(per) == {r.testbed for r in rows}
+    assert sum(p["out_of_sample"] for p in per.values()) == s["out_of_sample"]
+    for bed, p in per.items():
+        mine = sorted(abs(r.error) for r in rows
+                      if r.testbed == bed and r.error is not None and not r.in_sample)  # fmt: skip
+        assert p["out_of_sample"] == len(mine)
+        if mine:
+            assert min(mine) <= p["median_abs_error"] <= max(mine)

@@ -129,7 +129,7 @@ def reproduce(
     )
     for name, f in fits.items():
         values = ", ".join(f"{k} = {v:.4g}" for k, v in f["parameters"].items())
-        typer.echo(f"  {name}: fitted on {f['figure']}: {values}")
+        typer.echo(f"  {name}: fitted on {f['figure']}: {values}; {repro.testbed_line(name, s)}")
     for r in rows:
         if r.error is not None:
             mark = " (in sample)" if r.in_sample else ""
