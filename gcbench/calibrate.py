@@ -49,7 +49,7 @@ from pydantic import (
 )
 
 from gcbench.comm.collectives import COLLECTIVES, Link, collective_s, cost_shape
-from gcbench.config.network_profile import NetworkProfile
+from gcbench.config.network_profile import INTRA_DEFAULT_GBS, NetworkProfile
 from gcbench.errors import ConfigError, first_error
 
 FITTABLE = ("inter_efficiency", "inter_latency_us", "intra_efficiency", "intra_latency_us",
@@ -341,7 +341,8 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
                             (get("inter_latency_us") if lat is None else lat) * 1e-6,
                             get("inter_efficiency") if eff is None else eff)  # fmt: skip
             else:
-                link = Link(get("intra_gbs") * 1e9, get("intra_latency_us") * 1e-6,
+                rate = get("intra_gbs") or defaults.intra_rate()
+                link = Link(rate * 1e9, get("intra_latency_us") * 1e-6,
                             get("intra_efficiency"))  # fmt: skip
             return collective_s(name, size, ranks, link)
 
@@ -497,7 +498,7 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
             raise ConfigError(NEED_INTER_GBPS)
         B = net["inter_gbps"] * 1e9 / 8
     else:
-        B = start["intra_gbs"] * 1e9
+        B = (start["intra_gbs"] or INTRA_DEFAULT_GBS[start.get("intra", "nvlink")]) * 1e9
     shapes = [cost_shape(m.collective[0], m.collective[1]) for m in ms]  # type: ignore[index]
     sizes = [m.collective[2] for m in ms]  # type: ignore[index]
     points = [(float(i), m.measured) for i, m in enumerate(ms)]

@@ -163,3 +163,29 @@ def test_changing_the_machine_kind_drops_the_profiles_link_rate():
     assert (c.network.intra, c.network.intra_gbs) == ("nvlink", 150.0)
     assert cell({"profile": "bytecomp-pcie-25g", "intra": "nvlink", "intra_gbs": 100}
                 ).network.intra_gbs == 100  # fmt: skip
+
+
+def test_nvlink_runs_at_the_devices_rate_unless_given():
+    """Issue #31: a cell's NVLink moves at its device's rate (the device table's
+    `nvlink_gbs`), stated in the cell so its id follows it; a rate given, a PCIe machine
+    and a V100 (whose rate was the old default: its cells keep their ids) are as before."""
+    from gcbench.config.models import Cell
+
+    def make(network, device):
+        return Cell.model_validate({"model": "tiny-mlp", "network": network, "device": device,
+                                    "cluster": {"machines": 2}, "strategy": "fp32",
+                                    "compressor": "none"})  # fmt: skip
+
+    assert make({"inter_gbps": 10}, "h100").network.intra_gbs == 450.0
+    assert make({"inter_gbps": 10}, "a100").network.intra_gbs == 300.0
+    assert make({"profile": "default", "inter_gbps": 10}, "h100").network.intra_gbs == 450.0
+    assert make({"inter_gbps": 10, "intra_gbs": 200}, "h100").network.intra_gbs == 200.0
+    assert make({"inter_gbps": 10, "intra": "pcie"}, "h100").network.intra_gbs == 15.75
+    # a GPU without NVLink on an NVLink machine: the old default
+    assert make({"inter_gbps": 10}, "t4").network.intra_gbs == 150.0
+    v100 = make({"inter_gbps": 10}, "v100")
+    assert '"intra_gbs":150.0' in v100.canonical_json()
+    # the faster links are what the simulator runs
+    slow, fast = (iteration(make({"inter_gbps": 100, "intra_gbs": r}, "h100"))
+                  for r in (150, None))  # fmt: skip
+    assert fast <= slow

@@ -93,11 +93,11 @@ def machine_for(cell: Cell) -> Machine:
     """One machine of the cell: NVLink (one ring at `intra_gbs` per GPU), or PCIe with two
     switches of G/2 GPUs when G is even (`gcbench.comm.pcie_machine`), else one switch."""
     n, g = cell.network, cell.cluster.gpus_per_machine
-    assert n.intra_gbs is not None
+    rate = n.intra_rate(cell.device)
     if n.intra == "pcie":
         switches = 2 if g >= 2 and g % 2 == 0 else 1
-        return pcie_machine(g, switches, n.intra_gbs, n.intra_latency_us * 1e-6, n.intra_efficiency)
-    return nvlink_machine(g, n.intra_gbs, n.intra_latency_us * 1e-6, n.intra_efficiency)
+        return pcie_machine(g, switches, rate, n.intra_latency_us * 1e-6, n.intra_efficiency)
+    return nvlink_machine(g, rate, n.intra_latency_us * 1e-6, n.intra_efficiency)
 
 
 def strategy_option(strategy: str) -> Option:

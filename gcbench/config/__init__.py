@@ -22,16 +22,15 @@ from gcbench.config.grid import (
     matches,
     parse_only,
 )
+from gcbench.config.filters import FILTER_KEYS, normalise_filter_value
 from gcbench.config.loader import load_model, read_yaml
 from gcbench.config.models import (
-    FILTER_KEYS,
     Cell,
     Cluster,
     Grid,
     ModelSpec,
     Network,
     Suite,
-    normalise_filter_value,
 )
 
 __all__ = [

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gcbench import strategies
-from gcbench.config.models import FILTER_KEYS, Cell, Suite, normalise_filter_value
+from gcbench.config.filters import FILTER_KEYS, normalise_filter_value
+from gcbench.config.models import Cell, Suite
 from gcbench.errors import ConfigError
 
 AXES = ("model", "compressor", "network", "cluster", "strategy", "fusion")

@@ -58,8 +58,10 @@ class InterOverride(BaseModel):
     inter_latency_us: float | None = Field(None, ge=0, le=1e6)
 
 
-# Line rates (GB/s per GPU, one direction) used when a suite gives none: NVLink 2.0 on a
-# V100 has 6 links x 25 GB/s; a PCIe 3.0 x16 slot 15.75 GB/s.
+# Line rates (GB/s per GPU, one direction) used when a suite gives none: a PCIe 3.0 x16
+# slot 15.75 GB/s; NVLink the cell's device's (`zoo.devices.Device.nvlink_gbs`: a V100's 6
+# links x 25 GB/s, an A100's 300, an H100's 450), 150 where the device has none
+# (`intra_rate`).
 INTRA_DEFAULT_GBS = {"nvlink": 150.0, "pcie": 15.75}
 # The simulator's collectives (`gcbench.comm.collectives`): what a network profile's
 # per-collective overrides name.
@@ -112,10 +114,22 @@ class Network(Frozen):
         if isinstance(data, dict) and isinstance(data.get("profile"), str):
             data = apply_profile(data, (info.context or {}).get("base_dir"))
         if isinstance(data, dict) and data.get("intra_gbs") is None:
-            kind = data.get("intra", "nvlink")
-            if kind in INTRA_DEFAULT_GBS:
-                data = {**data, "intra_gbs": INTRA_DEFAULT_GBS[kind]}
+            if data.get("intra", "nvlink") == "pcie":  # NVLink's: the cell's device's
+                data = {**data, "intra_gbs": INTRA_DEFAULT_GBS["pcie"]}
         return data
+
+    def intra_rate(self, device: str | None = None) -> float:
+        """GB/s per GPU inside a machine: as given, else the default of its kind (for
+        NVLink, `device`'s rate where it has NVLink)."""
+        if self.intra_gbs is not None:
+            return self.intra_gbs
+        if self.intra == "nvlink" and device is not None:
+            from gcbench.zoo.devices import DEVICES
+
+            rate = DEVICES[device].nvlink_gbs if device in DEVICES else None
+            if rate is not None:
+                return rate
+        return INTRA_DEFAULT_GBS[self.intra]
 
 
 
