@@ -114,7 +114,7 @@ def check_plots(page, at_least: int) -> list[dict]:
 def test_index_and_run_page_load_offline_with_every_figure_drawn(browser, report):
     page, errors, outside = visit(browser, report["dir"] / "index.html", report["dir"])
     assert errors == [] and outside == []
-    page.click(f"text={report['store'].run_id}")  # the suite page links the run
+    page.click(f"a >> text={report['store'].run_id}")  # the suite page links the run
     page.wait_for_load_state("load")
     assert page.url.endswith(f"{report['store'].run_id}/index.html")
     page.close()
@@ -202,4 +202,38 @@ def test_a_page_without_results_has_no_errors(browser, tmp_path):
     page, errors, outside = visit(browser, page_path, tmp_path / "out")
     assert errors == [] and outside == []
     assert "No finished cells yet" in page.inner_text("body")
+    page.close()
+
+
+def test_the_headline_is_on_the_first_screen_and_matches_the_results(browser, report):
+    """Issue #36: the run page's first screen (1400 x 900) holds the headline table; each
+    row's winner, time, named baseline and speed-up are those computed from
+    `load_results` (to 0.1%); the suite's index shows the latest run's."""
+    from gcbench import load_results
+    from gcbench.report.headline import headline
+
+    expected = headline(load_results(report["store"].path))
+    assert expected
+    page, errors, _ = visit(browser, report["page"], report["dir"])
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.evaluate("() => window.scrollTo(0, 0)")
+    box = page.locator("#headline").bounding_box()
+    assert errors == [] and box is not None and box["y"] < 900, box
+    rows = page.evaluate("""() => [...document.querySelectorAll('#headline tbody tr')]
+        .map(r => [...r.cells].map(c => c.innerText))""")
+    heads = page.evaluate(
+        "() => [...document.querySelectorAll('#headline th')].map(h => h.innerText)"
+    )
+    col = {h: i for i, h in enumerate(heads)}
+    assert len(rows) == len(expected)
+    for row, e in zip(rows, expected, strict=True):
+        assert row[col["winner"]] == e["winner"]
+        assert float(row[col["ms"]]) == pytest.approx(e["winner_s"] * 1e3, rel=1e-3, abs=0.006)
+        assert row[col["baseline"]] == (e["baseline"] or "none in the grid")
+        if e["speedup_over_baseline"] is not None:
+            shown = float(row[col["× best baseline"]].rstrip("×"))
+            assert shown == pytest.approx(e["speedup_over_baseline"], abs=0.006)
+    page.close()
+    page, errors, _ = visit(browser, report["dir"] / "index.html", report["dir"])
+    assert errors == [] and page.locator("#headline tbody tr").count() == len(expected)
     page.close()

@@ -146,6 +146,8 @@ def run(
 
         with errors(), _results_warnings(), _report_progress() as progress:
             page = write_report(summary.run_dir, reports / s.name, progress=progress)
+        for line in _headline(page):
+            typer.echo(line)
         typer.echo(f"report: {page} (all runs: {page.parent.parent / 'index.html'})")
     if summary.failed:
         raise typer.Exit(1)
@@ -324,7 +326,13 @@ def report(
         if compare is not None:
             target, pairs, summary = write_compare(results_dir, compare, keys, out, compared)
     if compare is None:
-        typer.echo(dumps({"report": str(page)}) if json_out else f"report: {page}")
+        if json_out:
+            typer.echo(dumps({"report": str(page), "headline": _headline(page, lines=False)},
+                             indent=1))  # fmt: skip
+            return
+        for line in _headline(page):
+            typer.echo(line)
+        typer.echo(f"report: {page}")
         return
     if json_out:
         rows = pairs.astype(object).where(pairs.notna(), None).to_dict("records")
@@ -336,6 +344,15 @@ def report(
     for line in summary_lines(pairs, summary):
         typer.echo(line)
     typer.echo(f"comparison: {target}")
+
+
+def _headline(page: Path, lines: bool = True) -> Any:
+    """The headline the report wrote beside its run page (`report.headline`): its lines
+    for a terminal, or its entries."""
+    from gcbench.report.headline import headline_lines
+
+    entries = json.loads((page.parent / "headline.json").read_text())
+    return headline_lines(entries) if lines else entries
 
 
 @contextlib.contextmanager

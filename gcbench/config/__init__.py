@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gcbench.compress.specs import PRESETS, CompressorSpec
+from gcbench.config.filters import FILTER_KEYS, normalise_filter_value
 from gcbench.config.grid import (
     MAX_CELLS,
     Expansion,
@@ -22,7 +23,6 @@ from gcbench.config.grid import (
     matches,
     parse_only,
 )
-from gcbench.config.filters import FILTER_KEYS, normalise_filter_value
 from gcbench.config.loader import load_model, read_yaml
 from gcbench.config.models import (
     Cell,

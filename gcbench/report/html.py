@@ -37,8 +37,9 @@ from typing import Any
 import pandas as pd
 
 from gcbench.errors import ConfigError
-from gcbench.files import atomic_write, check_writable
+from gcbench.files import atomic_write, check_writable, read_limited
 from gcbench.report import figures as F
+from gcbench.report.headline import headline, headline_html
 from gcbench.report.labels import (
     DERIVED,
     ORDER,
@@ -432,9 +433,12 @@ def write_report(
     rows = (
         None if cells.empty else f"window.GC_RESULTS = {script_json(table_data(cells, details))};"
     )
+    entries = headline(df)
+    _write_if_changed(run_out / "headline.json",
+                      json.dumps(_finite(entries), indent=1).encode())  # fmt: skip
     page = _run_page(
         suite, named, manifest, df, cells, details, left_out, all_cells, self_contained,
-        rows if self_contained else None,
+        rows if self_contained else None, headline_html(entries),
     )  # fmt: skip
     if rows is not None:
         _write_if_changed(run_out / "results.csv", df.to_csv(index=False).encode())
@@ -460,9 +464,10 @@ def _run_page(
     all_cells: bool,
     self_contained: bool,
     inline_rows: str | None,
+    top: str = "",
 ) -> str:
     """The run page; self-contained, it holds plotly, the script, the stylesheet and the
-    table's rows (`inline_rows`, a script)."""
+    table's rows (`inline_rows`, a script). `top`: the headline, first after the title."""
     shown = df["cell_id"].nunique() if not df.empty else 0
     n_failed = int((df.drop_duplicates("cell_id")["status"] != "ok").sum()) if not df.empty else 0
     grid = manifest.get("grid")
@@ -495,6 +500,7 @@ def _run_page(
     if description:
         parts.append(f"<p>{html.escape(description)}</p>")
     parts.append(f'<p class="meta">{meta}</p>')
+    parts.append(top)
     parts.append(_common(df))
     parts.append(_info(manifest, run))
     parts += [f'<p class="failed">Left out: {html.escape(line)}</p>' for line in left_out]
@@ -545,7 +551,11 @@ def write_index(suite_dir: Path, out_dir: Path, suite: str, manifest: dict[str, 
     """reports/<suite>/index.html: the suite's description and every run of it found
     under the results folder, newest first, linked where its page has been written."""
     rows = []
+    latest = ""  # the headline of the newest run with a page
     for path, m in _runs(suite_dir):
+        saved = out_dir / path.name / "headline.json"
+        if not latest and saved.is_file():
+            latest = _saved_headline(saved, path.name)
         counts = m.get("cells", {})
         page = out_dir / path.name / "index.html"
         name = html.escape(path.name)
@@ -575,6 +585,7 @@ def write_index(suite_dir: Path, out_dir: Path, suite: str, manifest: dict[str, 
         f"<p>{html.escape(description)}</p>" if description else "",
         f'<p class="meta">suite file {html.escape(str(manifest.get("suite_file", "?")))} · '
         f"results in {html.escape(str(suite_dir))}</p>",
+        latest,
         "<h2>Runs</h2>",
         '<p class="meta">A run without a link has no page yet: '
         "<code>gcbench report RESULTS/&lt;suite&gt;/&lt;run&gt;</code> writes it.</p>",
@@ -584,6 +595,21 @@ def write_index(suite_dir: Path, out_dir: Path, suite: str, manifest: dict[str, 
     index = out_dir / "index.html"
     _write_if_changed(index, "\n".join(p for p in body if p).encode())
     return index
+
+
+def _saved_headline(path: Path, run: str) -> str:
+    """A run's headline table from its `headline.json`, for the suite's index; nothing
+    where the file cannot be read (a later `gcbench report` writes it again)."""
+    try:
+        entries = json.loads(read_limited(path, MAX_HEADLINE_BYTES, "headline"))
+        table = headline_html(entries)
+    except (ConfigError, ValueError, KeyError, TypeError, AttributeError):
+        return ""
+    return table.replace("Which strategy wins</h2>",
+                         f"Which strategy wins (run {html.escape(run)})</h2>", 1)  # fmt: skip
+
+
+MAX_HEADLINE_BYTES = 16 * 2**20
 
 
 def _compare_name(base: Path) -> str:

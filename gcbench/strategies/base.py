@@ -68,6 +68,8 @@ class Strategy(ABC):
     own: ClassVar[str | None] = None  # the compressor kind of an `own` strategy
     servers: ClassVar[Literal["none", "optional", "required"]] = "none"
     planner: ClassVar[bool] = False
+    # False for a bound (`upper-bound`): what no one can run, never a report's winner
+    runnable: ClassVar[bool] = True
     aliases: ClassVar[tuple[str, ...]] = ()
     # an emulated low-rank compressor runs as torch's powerSGD_hook does (three
     # allreduces a bucket, `cluster.fused.HookFused`), not one round per factor
@@ -97,6 +99,7 @@ class Strategy(ABC):
             "name": self.name,
             "description": self.description,
             "source": self.source,
+            "runnable": self.runnable,
             "compressor": self.compressor,
             "own": self.own,
             "servers": self.servers,

@@ -242,6 +242,7 @@ class UpperBound(_Planner):
         "strategy one can run"
     )
     source = "ByteComp §5.2.4, Fig. 13 (the Upper Bound)"
+    runnable = False
 
     def plan(
         self, cell: Any, profile: ModelProfile, costs: Costs, timing: _Timing

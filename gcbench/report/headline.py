@@ -1,0 +1,209 @@
+"""The answer first: per scenario of a run (a model on one cluster, network and device),
+which strategy wins, by how much, against what (issue #36).
+
+A scenario is every config column but the choices a user makes between strategies
+(`CHOICES`: the strategy, its compressor, fusion, the planner's constraints, the CPU
+summation servers a parameter-server strategy brings). In each: the winner (the fastest
+ok cell of a strategy one can run: not a bound such as `upper-bound`), its speed-up over
+the **best baseline without gradient compression** the grid has (`BASELINES`: fp32,
+fp32-2level, ps and byteps with no compressor; named), over fp32 and beside it fp16's
+cast (the simplest compression), and the runner-up (the fastest of another strategy)
+with its gap: a gap under `TIE` is a tie.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from gcbench.report.labels import DERIVED, number_text, per_cell
+from gcbench.results.schema import CONFIG_COLUMNS
+
+# What a user chooses between within a scenario (and what follows from those choices).
+CHOICES = (
+    "strategy", "compressor", "compressor_kind", "compressor_params", "fusion",
+    "constraints", "cpu_servers", "summation_gbs", "server_gbps",
+)  # fmt: skip
+SCENARIO = tuple(c for c in CONFIG_COLUMNS if c not in CHOICES)
+# Strategies that send every gradient uncompressed (with compressor `none`).
+BASELINES = ("fp32", "fp32-2level", "ps", "byteps")
+# Two times closer than this are a tie: gcbench's out-of-sample median error against the
+# papers' published figures (`gcbench reproduce`, BENCHMARKS.md: 8.9%), rounded up.
+TIE = 0.09
+NAMES = {"fp32": "fp32", "fp32-2level": "fp32-2level", "ps": "PS", "byteps": "BytePS"}
+
+
+def choice_label(row: dict[str, Any]) -> str:
+    """A cell's choice as a sentence names it: `bytecomp with dgc-1pct`, `BytePS with 8
+    servers`, `fp32`."""
+    strategy = str(row["strategy"])
+    text = NAMES.get(strategy, strategy)
+    compressor = row.get("compressor")
+    if compressor and compressor != "none" and row.get("compressor_kind") != strategy:
+        text += f" with {compressor}"
+    servers = _plain(row.get("cpu_servers"))
+    if isinstance(servers, (int, float)) and servers == servers and servers > 0:
+        n = int(servers)
+        text += f" {'and' if ' with ' in text else 'with'} {n} server{'s' * (n != 1)}"
+    return text
+
+
+def _plain(value: Any) -> Any:
+    """A pandas value as JSON takes it: numpy scalars as Python's, NaN as None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and value != value else value
+
+
+def _runnable(strategy: Any) -> bool:
+    """Whether a strategy is one a user can run (not a bound such as `upper-bound`); a
+    name the registry no longer has counts as runnable."""
+    from gcbench import strategies
+
+    found = strategies.find(strategy) if isinstance(strategy, str) else None
+    return found is None or found.runnable
+
+
+def _where(row: dict[str, Any]) -> str:
+    """`8×8 v100 nvlink at 100 Gbps`."""
+    m, g = number_text(row["machines"]), number_text(row["gpus_per_machine"])
+    return f"{m}×{g} {row['device']} {row['intra']} at {number_text(row['inter_gbps'])} Gbps"
+
+
+def headline(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """One entry per scenario with at least one ok cell, in the results' order: the
+    scenario's columns that vary across the run (`scenario`), the winner and its time,
+    the best uncompressed baseline, fp32 and fp16 where the grid has them, the runner-up,
+    the speed-ups, the tie flag and a sentence. Times are the mean over repetitions."""
+    cells = per_cell(df)
+    if cells.empty or "iteration_s" not in cells.columns:
+        return []
+    cells = cells[[_runnable(s) for s in cells["strategy"]]]
+    cols = [c for c in SCENARIO if c in cells.columns]
+    keys = cells[cols].astype(object).where(cells[cols].notna(), None).astype(str)
+    out = []
+    for _, group in cells.groupby(keys.apply(tuple, axis=1), sort=False):
+        # equal times (two strategies, one plan) go by cell id: the same answer whatever
+        # the order the results were read in
+        rows = sorted(group.to_dict("records"), key=lambda r: (r["iteration_s"], r["cell_id"]))
+        out.append(_entry(rows))
+    # shown: the columns that vary across the run, less those that follow from others
+    varying = [c for c in cols if c not in DERIVED and cells[c].astype(str).nunique() > 1]
+    for entry in out:
+        entry["scenario"] = {c: entry["scenario"][c] for c in varying}
+    return out
+
+
+def _entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    win = rows[0]
+    t = float(win["iteration_s"])
+
+    def best(where: Any) -> dict[str, Any] | None:
+        found = [r for r in rows if where(r)]
+        return found[0] if found else None
+
+    base = best(lambda r: r["strategy"] in BASELINES and r.get("compressor_kind") == "none")
+    fp32 = best(lambda r: r["strategy"] == "fp32" and r.get("compressor_kind") == "none")
+    fp16 = best(lambda r: r["strategy"] == "fp16")
+    # the runner-up: the fastest of another strategy (the same one with another
+    # compressor is a variant of the winner, not a rival)
+    second = best(lambda r: r["strategy"] != win["strategy"])
+    gap = None if second is None else float(second["iteration_s"]) / t - 1
+
+    def times(r: dict[str, Any] | None) -> tuple[str | None, float | None, float | None]:
+        if r is None:
+            return None, None, None
+        s = float(r["iteration_s"])
+        return choice_label(r), s, s / t
+
+    b_name, b_s, b_x = times(base)
+    f_name, f_s, f_x = times(fp32)
+    h_name, h_s, h_x = times(fp16)
+    r_name, r_s, _ = times(second)
+    winner = choice_label(win)
+    over = []
+    if b_name is not None:
+        over.append(f"{b_x:.2f}× over {b_name}")
+    if f_name is not None and f_name != b_name:
+        over.append(f"{f_x:.2f}× over fp32")
+    sentence = f"On {_where(win)}, {winner} is fastest for {win['model']}"
+    if winner == b_name:
+        sentence += " (no compression wins)"
+    sentence += (": " + ", ".join(over) if over and winner != b_name else "") + "."
+    if gap is not None and gap < TIE:
+        sentence += f" {r_name} is within {gap:.1%}: a tie at gcbench's accuracy."
+    return {
+        "scenario": {c: _plain(win.get(c)) for c in SCENARIO if c in win},
+        "model": _plain(win["model"]),
+        "winner": winner,
+        "winner_cell": _plain(win["cell_id"]),
+        "winner_s": t,
+        "baseline": b_name,
+        "baseline_s": b_s,
+        "speedup_over_baseline": b_x,
+        "fp32_s": f_s,
+        "speedup_over_fp32": f_x,
+        "fp16": h_name,
+        "fp16_s": h_s,
+        "speedup_over_fp16": h_x,
+        "runner_up": r_name,
+        "runner_up_s": r_s,
+        "gap": gap,
+        "tie": gap is not None and gap < TIE,
+        "sentence": sentence,
+    }
+
+
+def _times(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f}×"
+
+
+def headline_html(entries: list[dict[str, Any]]) -> str:
+    """The run page's first table: one row per scenario (its varying columns), the winner
+    and its time, the speed-ups over the best baseline (named), fp32 and fp16, and the
+    runner-up with its gap; the sentence of a row in its title."""
+    import html
+
+    if not entries:
+        return ""
+    cols = list(entries[0]["scenario"])
+    head = "".join(f'<th class="text">{html.escape(c)}</th>' for c in cols) + "".join(
+        f"<th>{h}</th>" for h in ("winner", "ms", "× best baseline", "baseline", "× fp32",
+                                  "× fp16", "runner-up", "gap")
+    )  # fmt: skip
+    rows = []
+    for e in entries:
+        values = [html.escape(number_text(e["scenario"][c])) for c in cols]
+        tie = ' class="tie" title="within gcbench\'s accuracy: a tie"' if e["tie"] else ""
+        gap = "" if e["gap"] is None else f"{e['gap']:+.1%}"
+        cells = "".join(f'<td class="text">{v}</td>' for v in values) + (
+            f'<td class="text winner">{html.escape(e["winner"])}</td>'
+            f'<td>{e["winner_s"] * 1e3:.2f}</td>'
+            f'<td>{_times(e["speedup_over_baseline"])}</td>'
+            f'<td class="text">{html.escape(e["baseline"] or "none in the grid")}</td>'
+            f'<td>{_times(e["speedup_over_fp32"])}</td>'
+            f'<td>{_times(e["speedup_over_fp16"])}</td>'
+            f'<td class="text">{html.escape(e["runner_up"] or "")}</td>'
+            f"<td{tie}>{gap}</td>"
+        )
+        rows.append(f'<tr title="{html.escape(e["sentence"])}">{cells}</tr>')
+    return (
+        '<h2 id="headline-h">Which strategy wins</h2>'
+        '<p class="meta">Per scenario, the fastest strategy one can run; × is its speed-up '
+        "over the best strategy in the grid without gradient compression (named), over "
+        f"fp32 and over fp16's cast; a gap under {TIE:.0%} (gcbench's error against the "
+        "papers' figures) is a tie. Times are simulated or emulated, as the run says.</p>"
+        f'<table id="headline"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+        "</tbody></table>"
+    )
+
+
+def headline_lines(entries: list[dict[str, Any]], most: int = 8) -> list[str]:
+    """The headline for a terminal: up to `most` sentences, the largest speed-ups over the
+    baseline first, and how many more the page has."""
+    ranked = sorted(entries, key=lambda e: -(e["speedup_over_baseline"] or 0.0))
+    lines = [e["sentence"] for e in ranked[:most]]
+    if len(entries) > most:
+        lines.append(f"… {len(entries) - most} more scenarios in the report's headline")
+    return lines

@@ -1,0 +1,92 @@
+"""The answer first (issue #36): per scenario, the winner, the best baseline without
+gradient compression and the speed-up over it, computed here from the results and
+compared with `report.headline`, never with pinned numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from test_report_pages import grid_cell
+from test_results import cell_rows
+
+from gcbench.config import expand, load_suite
+from gcbench.report.headline import BASELINES, TIE, choice_label, headline
+
+from conftest import ROOT
+
+CHOICES = [("fp32", "none"), ("fp32-2level", "none"), ("fp16", "none"),
+           ("allgather", "dgc-1pct"), ("allreduce", "randomk-1pct"),
+           ("upper-bound", "dgc-1pct")]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    """tiny-cnn on 1 and 2 machines of 4 GPUs at 10 Gbps, six strategies (one a bound)."""
+    rows = []
+    for machines in (1, 2):
+        for s, c in CHOICES:
+            rows += cell_rows(grid_cell(s, c, machines, 10.0, "tiny-cnn"), repetitions=1)
+    return pd.DataFrame(rows)
+
+
+def expected(cells: pd.DataFrame) -> dict:
+    ok = cells[(cells["status"] == "ok") & (cells["strategy"] != "upper-bound")]
+    ok = ok.sort_values(["iteration_s", "cell_id"])
+    win = ok.iloc[0]
+    base = ok[ok["strategy"].isin(BASELINES) & (ok["compressor_kind"] == "none")].iloc[0]
+    other = ok[ok["strategy"] != win["strategy"]].iloc[0]
+    return {"win": win, "base": base, "other": other}
+
+
+def test_each_scenario_names_its_winner_baseline_and_runner_up(frame):
+    got = {e["scenario"]["machines"]: e for e in headline(frame)}
+    assert set(got) == {1, 2}
+    for machines, e in got.items():
+        x = expected(frame[frame["machines"] == machines])
+        win, base, other = x["win"], x["base"], x["other"]
+        assert e["winner_cell"] == win["cell_id"] and e["winner"] == choice_label(win)
+        assert e["winner_s"] == pytest.approx(win["iteration_s"])
+        assert e["baseline"] == choice_label(base)
+        assert e["speedup_over_baseline"] == pytest.approx(base["iteration_s"] / win["iteration_s"])
+        assert e["runner_up"] == choice_label(other)
+        gap = other["iteration_s"] / win["iteration_s"] - 1
+        assert e["gap"] == pytest.approx(gap) and e["tie"] == (gap < TIE)
+        assert e["winner"] in e["sentence"] and "upper-bound" not in e["sentence"]
+        if e["winner"] != e["baseline"]:
+            assert f"{e['speedup_over_baseline']:.2f}× over {e['baseline']}" in e["sentence"]
+    json.dumps(list(got.values()))  # what `report --json` prints and headline.json holds
+
+
+def test_a_bound_never_wins_and_a_grid_without_baselines_says_so(frame):
+    """upper-bound is faster than every strategy one can run (compression is free in it),
+    yet never the winner; without fp32 or fp32-2level in the grid there is no baseline."""
+    bound = frame[frame["strategy"] == "upper-bound"]["iteration_s"].min()
+    runnable = frame[frame["strategy"] != "upper-bound"]["iteration_s"].min()
+    assert bound <= runnable
+    assert all(e["winner"] != "upper-bound" for e in headline(frame))
+    no_base = frame[~frame["strategy"].isin(BASELINES)]
+    for e in headline(no_base):
+        assert e["baseline"] is None and e["speedup_over_baseline"] is None
+    assert headline(frame[frame["status"] == "nothing"]) == []
+
+
+@pytest.mark.slow
+def test_nvlink100_bert_base_squad_8x8_names_the_best_baseline():
+    """Issue #36's case: on nvlink100, bert-base-squad on 8x8 — the best baseline (of
+    fp32, fp32-2level, ps, byteps with servers) and the winner's speed-up over it, from
+    the cells simulated here."""
+    suite = load_suite(ROOT / "suites/nvlink100.yaml")
+    cells = [c for c in expand(suite) if c.model.name == "bert-base-squad"
+             and c.cluster.machines == 8]  # fmt: skip
+    rows = [r for c in cells for r in cell_rows(c, "nvlink100", "r", 1)]
+    frame = pd.DataFrame(rows)
+    (entry,) = headline(frame)
+    x = expected(frame)
+    assert entry["baseline"] == choice_label(x["base"])
+    assert entry["speedup_over_baseline"] == pytest.approx(
+        x["base"]["iteration_s"] / x["win"]["iteration_s"]
+    )
+    assert entry["winner"] == choice_label(x["win"]) and entry["speedup_over_baseline"] > 1
+    assert f"over {entry['baseline']}" in entry["sentence"]
