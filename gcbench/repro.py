@@ -272,6 +272,18 @@ def summary(rows: list[Row]) -> dict[str, Any]:
     }
 
 
+# How a figure's number reads: its unit, or what kind of ratio it is.
+UNITS = {
+    "iteration_ms": "ms per iteration", "comm_total_ms": "ms of communication",
+    "bucket_comm_ms": "ms per bucket", "scaling_factor": "scaling factor",
+    "speedup": "× speed-up", "overlap_speedup": "× speed-up from overlap",
+}  # fmt: skip
+
+
+def unit_of(metric: str) -> str:
+    return UNITS.get(metric, metric)
+
+
 def testbed_line(bed: str, s: dict[str, Any]) -> str:
     """One testbed's out-of-sample count and median |error|, as `summary` gives them."""
     got = s["per_testbed"][bed]
@@ -317,7 +329,7 @@ def write_page(rows: list[Row], fits: dict[str, Any], causes: dict[str, str], ou
         note = r.why if not r.expressible else causes.get(r.id, "")
         if r.in_sample:
             note = "in sample (fitted on it). " + note
-        cells = [r.id, r.where, r.testbed, r.metric, pub, pred, err,
+        cells = [r.id, r.where, r.testbed, unit_of(r.metric), pub, pred, err,
                  "yes" if r.expressible else "no", note]  # fmt: skip
         lines.append(
             f'<tr class="{cls}">'

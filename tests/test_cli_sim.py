@@ -530,3 +530,27 @@ def test_unwritable_output_paths_are_one_line(command, flag, tmp_path):
         assert why in line, line
         assert sorted(p.name for p in tmp_path.iterdir()) == before
         assert (tmp_path / "fifo").is_fifo()
+
+
+@pytest.mark.slow
+def test_simulate_and_plan_say_how_much_faster_than_no_compression():
+    """Issue #36: the prediction beside the baselines without compression (fp32,
+    fp32-2level; PS and BytePS where the cell has servers), each simulated alone, and the
+    speed-up over the best of them."""
+    args = ["--machines", "4", "--model", "resnet50", "--inter-gbps", "25"]
+    r = invoke("simulate", *args, "--strategy", "allgather-2level", "--compressor", "dgc-1pct")
+    assert r.exit_code == 0, r.output
+    times = {}
+    for s in ("fp32", "fp32-2level", "allgather-2level"):
+        extra = ["--compressor", "dgc-1pct"] if s == "allgather-2level" else []
+        out = json.loads(invoke("simulate", *args, "--strategy", s, *extra, "--json").stdout)
+        times[s] = out["metrics"]["iteration_s"]
+    line = next(x for x in r.stdout.splitlines() if x.startswith("without compression:"))
+    assert f"fp32 {times['fp32'] * 1e3:.2f} ms" in line
+    assert f"fp32-2level {times['fp32-2level'] * 1e3:.2f} ms" in line
+    best = min(times["fp32"], times["fp32-2level"])
+    assert f"{best / times['allgather-2level']:.2f}× faster than the best" in line
+    r = invoke("simulate", *args, "--strategy", "byteps", "--cpu-servers", "2")
+    assert "BytePS with 2 servers" in r.stdout and "PS with 2 servers" in r.stdout
+    r = invoke("plan", *args, "--compressor", "dgc-1pct", "--constraints", "space=named")
+    assert r.exit_code == 0 and "without compression: fp32 " in r.stdout

@@ -318,8 +318,13 @@ def test_validate_prints_what_it_dropped_and_a_grid_with_no_cell_is_an_error(tmp
     path = write(tmp_path, "s.yaml", CROSS)
     r = CliRunner().invoke(app, ["validate", str(path)])
     assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and "that do not pair" in lines[1] and "--verbose" in lines[1]
+    r = CliRunner().invoke(app, ["validate", "--verbose", str(path)])
     assert "dropped 2 grid points: allreduce allreduces payloads, and dgc's" in r.stdout
     assert "dropped 7 grid points: ps needs CPU servers" in r.stdout
+    total = sum(int(x.split()[1]) for x in r.stdout.splitlines() if "  dropped" in x)
+    assert f"dropped {total} grid points that do not pair" in lines[1]
     empty = write(tmp_path, "e.yaml", CROSS.replace(
         "strategy: [fp32, allreduce, ps, byteps, powersgd, covap, allgather]", "strategy: [ps]"
     ).replace(", {machines: 2, gpus_per_machine: 2, cpu_servers: 1}", ""))  # fmt: skip

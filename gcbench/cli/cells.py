@@ -257,6 +257,7 @@ def simulate(
         f"iteration {m['iteration_s'] * 1e3:.2f} ms · {m['throughput']:,.0f} {unit}/s · "
         f"scaling factor {m['scaling_factor']:.3f}"
     )
+    typer.echo(_against_baselines(cell, m["iteration_s"]))
     typer.echo(
         f"compute {m['compute_s'] * 1e3:.2f} ms · exposed compression "
         f"{m['compress_exposed_s'] * 1e3:.2f} ms · exposed communication "
@@ -271,11 +272,55 @@ def simulate(
         typer.echo(
             f"emulated on {cell.cluster.gpus} Ray actors: aggregation error "
             f"{m['agg_error']:.3g} (one iteration), {m['agg_error_steps']:.3g} (summed over "
-            "the emulated iterations, with error feedback)"
+            "the emulated iterations, with error feedback): ||aggregate - exact sum|| / "
+            "||exact sum||, L2 over every gradient element, 0 for lossless"
         )
     if trace is not None:
         note = shown_note(cell.cluster.machines, cell.cluster.gpus_per_machine)
         typer.echo(f"trace: {trace}" + (f" ({note})" if note else ""))
+
+
+def _baselines(cell: Any) -> list[tuple[str, float]]:
+    """The cell's scenario without gradient compression, simulated: fp32, fp32-2level,
+    and where the cell has CPU servers PS and BytePS (`report.headline.BASELINES`)."""
+    from pydantic import ValidationError
+
+    from gcbench.backends.simulate import simulate_cell
+    from gcbench.config.models import Cell
+    from gcbench.report.headline import BASELINES, choice_label
+
+    data = cell.model_dump(mode="json", exclude={"constraints"})
+    data.update(compressor="none", mode="simulate", clock="virtual", compute_time="profile")
+    out = []
+    for strategy in BASELINES:
+        servers = cell.cluster.cpu_servers if strategy in ("ps", "byteps") else 0
+        if strategy in ("ps", "byteps") and not servers:
+            continue
+        cluster = {**data["cluster"], "cpu_servers": servers}
+        try:
+            base = Cell.model_validate({**data, "strategy": strategy, "cluster": cluster})
+        except ValidationError:
+            continue
+        label = choice_label({"strategy": strategy, "compressor": "none",
+                              "cpu_servers": servers})  # fmt: skip
+        out.append((label, simulate_cell(base).metrics["iteration_s"]))
+    return out
+
+
+def _against_baselines(cell: Any, seconds: float) -> str:
+    """`without compression: fp32 483.82 ms · fp32-2level 385.33 ms → 2.40× faster than
+    the best (fp32-2level), 3.01× than fp32`: the baselines simulated, and the speed-ups."""
+    found = _baselines(cell)
+    if not found:
+        return "without compression: no baseline fits this cell"
+    parts = " · ".join(f"{label} {s * 1e3:.2f} ms" for label, s in found)
+    best = min(found, key=lambda x: x[1])
+    x = best[1] / seconds
+    line = f"without compression: {parts} → {x:.2f}× faster than the best ({best[0]})"
+    fp32 = dict(found).get("fp32")
+    if fp32 is not None and best[0] != "fp32":
+        line += f", {fp32 / seconds:.2f}× than fp32"
+    return line
 
 
 def _emulate(cell: Any) -> Any:
@@ -431,6 +476,7 @@ def plan(**given: Any) -> None:
         f"predicted iteration {m['iteration_s'] * 1e3:.2f} ms · planner "
         f"{m['planner_s'] * 1e3:.1f} ms · {m['buckets']} buckets"
     )
+    typer.echo(_against_baselines(cell, m["iteration_s"]))
     groups: dict[str, list[int]] = {}
     for t in record["tensors"]:
         groups.setdefault(t["option"], []).append(t["numel"])

@@ -134,6 +134,7 @@ def reproduce(
         if r.error is not None:
             mark = " (in sample)" if r.in_sample else ""
             typer.echo(
-                f"  {r.error:+7.1%}  {r.published:10.4g} → {r.predicted:10.4g}  {r.id}{mark}"
+                f"  {r.error:+7.1%}  {r.published:10.4g} → {r.predicted:10.4g}  "
+                f"{repro.unit_of(r.metric):<24s} {r.id}{mark}"
             )
     typer.echo(f"page: {page}")

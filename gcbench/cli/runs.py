@@ -211,12 +211,19 @@ def validate(
         ),
     ] = None,
     max_cells: Annotated[int, MAX_CELLS] = 1_000_000,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="List every reason grid points were dropped, with counts."
+        ),
+    ] = False,
 ) -> None:
     """Check suite files (and cluster files) without running anything.
 
     Reports every mistake as file:line: path: message and exits 2 if there is one: the
     same mistakes `gcbench run` refuses (filters that leave no cell, a grid larger than
-    --max-cells). A filter that matches no cell is a warning.
+    --max-cells). A filter that matches no cell is a warning. Grid points whose strategy,
+    compressor and cluster do not pair are dropped, counted in one line (--verbose: why).
     """
     from gcbench.config import load_suite
 
@@ -229,8 +236,13 @@ def validate(
             s = load_suite(path)
             found = _expand(path, s, [], max_cells)
             typer.echo(f"ok: {path}: suite {s.name!r}, {len(found.cells)} cells")
-            for why, n in sorted(found.dropped.items()):
-                typer.echo(f"  dropped {n} grid point{'s' if n > 1 else ''}: {why}")
+            if verbose:
+                for why, n in sorted(found.dropped.items()):
+                    typer.echo(f"  dropped {n} grid point{'s' if n > 1 else ''}: {why}")
+            elif found.dropped:
+                n, k = sum(found.dropped.values()), len(found.dropped)
+                typer.echo(f"  dropped {n} grid point{'s' * (n != 1)} that do not pair, for "
+                           f"{k} reason{'s' * (k != 1)} (--verbose lists them)")  # fmt: skip
         except ConfigError as e:
             problems += e.messages
     for path in cluster or []:

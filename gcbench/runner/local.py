@@ -139,6 +139,11 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
             return False
         # address="local": always a new instance, even where another Ray cluster runs on
         # this host (ray.init() alone would join it, or refuse num_cpus for it)
+        # Ray's notice that token authentication is on (the default since 2.5x) is one
+        # more line on every run: the instance listens on loopback with the token on
+        notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        was = notice.level
+        notice.setLevel(logging.ERROR)
         try:
             ray.init(
                 address="local",
@@ -157,6 +162,8 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
                 [f"ray: a local instance did not start ({type(e).__name__}"
                  f"{': ' + first if first else ''}); try again, or give --address"]
             ) from None  # fmt: skip
+        finally:
+            notice.setLevel(was)
         return True
     check_reachable(address)  # fail in seconds, not after Ray's minutes of retries
     said: list[str] = []
