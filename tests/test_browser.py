@@ -237,3 +237,19 @@ def test_the_headline_is_on_the_first_screen_and_matches_the_results(browser, re
     page, errors, _ = visit(browser, report["dir"] / "index.html", report["dir"])
     assert errors == [] and page.locator("#headline tbody tr").count() == len(expected)
     page.close()
+
+
+def test_the_breakdown_opens_on_the_largest_cluster_with_the_winner_starred(browser, report):
+    page, errors, _ = visit(browser, report["page"], report["dir"])
+    assert errors == []
+    got = page.evaluate("""() => {
+        const d = document.getElementById('breakdown');
+        const shown = d.data.filter(t => t.visible === true && t.name === 'compute');
+        const menu = d.layout.updatemenus[0];
+        return {labels: shown.flatMap(t => t.x), panels: new Set(shown.map(t => t.yaxis)).size,
+                first: menu.buttons[menu.active || 0].label};
+    }""")
+    # one star a panel (a model; the fixture's fp16 cells are of a model of their own)
+    assert sum(x.startswith("★") for x in got["labels"]) == got["panels"] == 2, got
+    assert got["first"].startswith("2×4"), got  # the run's most GPUs (2 machines of 4)
+    page.close()

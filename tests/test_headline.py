@@ -90,3 +90,34 @@ def test_nvlink100_bert_base_squad_8x8_names_the_best_baseline():
     )
     assert entry["winner"] == choice_label(x["win"]) and entry["speedup_over_baseline"] > 1
     assert f"over {entry['baseline']}" in entry["sentence"]
+
+
+def test_the_speedup_heatmap_is_over_the_best_baseline_too(frame):
+    """The report's heatmap and the headline agree on the baseline: per scenario the
+    fastest of fp32 and fp32-2level here, named, and each compressor's best strategy
+    (never the upper bound) over it."""
+    from gcbench.report.figures import speedup_table
+
+    table = speedup_table(frame)
+    assert not table.empty and "upper-bound" not in set(table["best"])
+    for r in table.to_dict("records"):
+        mine = frame[frame["machines"] == r["machines"]]
+        x = expected(mine)
+        assert r["baseline"] == choice_label(x["base"])
+        runs = mine[(mine["compressor"] == r["compressor"]) & (mine["strategy"] != "upper-bound")]
+        assert r["speedup"] == pytest.approx(x["base"]["iteration_s"] / runs["iteration_s"].min())
+
+
+def test_scaling_shows_the_fastest_lines_first_the_rest_a_click_away(frame):
+    """Issue #36: a scaling panel draws its TOP_LINES lines of the highest throughput at
+    its most GPUs; the others are in the legend only (a click shows them)."""
+    from gcbench.report.figures import TOP_LINES, scaling_figure
+
+    fig = scaling_figure(frame)
+    lines = [t for t in fig.data if t.name != "linear scaling" and t.xaxis == "x"]
+    assert len(lines) == len(CHOICES) > TOP_LINES
+    shown = [t for t in lines if t.visible is True]
+    hidden = [t for t in lines if t.visible == "legendonly"]
+    assert len(shown) == TOP_LINES and len(hidden) == len(lines) - TOP_LINES
+    assert min(t.y[-1] for t in shown) >= max(t.y[-1] for t in hidden)
+    assert len({(t.line.color, t.line.dash) for t in lines}) == len(lines)

@@ -78,17 +78,24 @@ def test_one_bar_per_ok_cell(tmp_path):
     fig = breakdown_figure(df)
     parts = ["compute", "exposed compression", "exposed communication"]
     bubbles = "bubbles (idle gaps on the busiest link)"
-    # one panel (tiny-mlp), a view per cluster size (the dropdown): 5 ok cells
-    assert [t.name for t in fig.data] == [*parts, bubbles] * 5
+    # one panel (tiny-mlp), a view per cluster size (the dropdown): 5 ok cells; each
+    # panel's clipped bars' times last (none here)
+    assert [t.name for t in fig.data] == [*parts, bubbles, "clipped"] * 5
     assert len(fig.layout.updatemenus[0].buttons) == 5
     drawn = bars(fig)
     assert len(drawn) == len(set(drawn)) == 5
     cells = per_cell(df)
+    by_id = {cid[:12]: row for cid, row in zip(cells["cell_id"], cells.to_dict("records"),
+                                                strict=True)}  # fmt: skip
     for v in range(5):
         mine = [t for t, view in zip(fig.data, trace_views(fig), strict=True) if view == v]
+        cell_ = by_id[mine[0].customdata[0]]
         total = sum(t.y[0] for t in mine if t.name in parts)
-        assert total == pytest.approx(cells.iloc[v]["iteration_s"] * 1e3)
-        assert mine[-1].y[0] == pytest.approx(cells.iloc[v]["bubbles_s"] * 1e3)
+        assert total == pytest.approx(cell_["iteration_s"] * 1e3)
+        assert mine[-2].y[0] == pytest.approx(cell_["bubbles_s"] * 1e3)
+    # it opens on the largest cluster
+    first = [t for t, view in zip(fig.data, trace_views(fig), strict=True) if view == 0]
+    assert by_id[first[0].customdata[0]]["machines"] == cells["machines"].max()
     assert "mean of its 2 repetitions" in fig.layout.title.text  # a bar is an aggregate
 
 
@@ -114,7 +121,7 @@ def test_a_panel_of_many_cells_shows_labelled_means():
     df = pd.DataFrame(rows)
     fig = breakdown_figure(df)
     (label,) = [x for _, x in bars(fig)]
-    assert label == f"fp32 · none (mean of {n} cells)"
+    assert label == f"★ fp32 · none (mean of {n} cells)"  # (the fastest, alone)
     compute = next(t for t in fig.data if t.name == "compute")
     assert compute.y[0] == pytest.approx(sum(0.001 * i for i in range(n)) / n * 1e3)
     assert "aggregates" in fig.layout.title.text
@@ -324,7 +331,7 @@ def test_every_strategy_is_drawn_once_per_cell():
     assert sum(len(t.x) for t in compute) == len(df)
     for t in compute:
         assert len(set(t.x)) == len(t.x)  # no two cells share a bar
-    drawn = {label.split(" · ")[0] for t in compute for label in t.x}
+    drawn = {label.removeprefix("★ ").split(" · ")[0] for t in compute for label in t.x}
     assert drawn == set(strategies.names()) - strategies.planner_names()
 
 
@@ -470,3 +477,31 @@ def test_a_trace_with_a_number_json_cannot_hold_is_left_out(tmp_path):
     )
     with pytest.warns(ResultsWarning, match="cannot draw it .a span.s time or bytes is not"):
         write_report(store.path, tmp_path / "out")
+
+
+def test_breakdown_sorts_stars_the_winner_and_clips_outliers():
+    """Issue #36: bars fastest first; the fastest strategy one can run starred (not the
+    upper bound, faster still); a bar over CLIP times the fastest clipped at that height
+    with its time written on it."""
+    from test_report_pages import grid_cell
+
+    from gcbench.report.figures import CLIP
+
+    rows = []
+    for s, c in (("fp32", "none"), ("fp16", "none"), ("upper-bound", "dgc-1pct")):
+        rows += cell_rows(grid_cell(s, c, 2, 10.0, "tiny-mlp"), repetitions=1)
+    df = pd.DataFrame(rows)
+    bound = df["strategy"] == "upper-bound"
+    df.loc[bound, ["compute_s", "comm_exposed_s", "compress_exposed_s"]] = [1e-6, 0.0, 0.0]
+    slow = df["strategy"] == "fp32"
+    df.loc[slow, "comm_exposed_s"] = 50.0  # 50 s: an outlier
+    fig = breakdown_figure(df)
+    compute = next(t for t in fig.data if t.name == "compute")
+    labels = list(compute.x)
+    assert labels[0].startswith("upper-bound") and labels[1].startswith("★ fp16")
+    assert labels[-1].startswith("fp32") and sum(x.startswith("★") for x in labels) == 1
+    fastest = sum(next(t for t in fig.data if t.name == p).y[1]
+                  for p in ("compute", "exposed compression", "exposed communication"))  # fmt: skip
+    clipped = next(t for t in fig.data if t.name == "clipped")
+    assert list(clipped.x) == [labels[-1]] and clipped.text[0].startswith("50,0")
+    assert fig.layout.yaxis.range[1] == pytest.approx(CLIP * fastest * 1.08)

@@ -98,8 +98,10 @@ def test_bandwidth_sweep_leaves_out_one_machine_and_has_a_log_axis(grid):
 
 
 def test_speedup_is_fp32_over_the_best_strategy_of_each_compressor(grid):
-    """Checked against a loop over the cells written here."""
+    """Checked against a loop over the cells written here (fp32 is the grid's one
+    baseline without compression)."""
     table = F.speedup_table(grid)
+    assert set(table["baseline"]) == {"fp32"}
     cells = F.per_cell(grid)
     want = {}
     for _, fp32 in cells[cells["strategy"] == "fp32"].iterrows():

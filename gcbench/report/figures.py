@@ -33,18 +33,39 @@ from gcbench.report.labels import (
 from gcbench.results.schema import CONFIG_COLUMNS
 
 
-def _dropdown(fig: go.Figure, titles: list[str], per_view: list[int], label: str) -> None:
+def _dropdown(
+    fig: go.Figure,
+    titles: list[str],
+    per_view: list[int],
+    label: str,
+    layouts: list[dict[str, Any]] | None = None,
+    legend_only: set[int] | None = None,
+) -> None:
     """A dropdown that shows one view's traces (traces are laid out view after view,
-    `per_view[i]` of them for view i); the title says what it picks (`label`)."""
+    `per_view[i]` of them for view i) and, where given, sets its layout (`layouts[i]`:
+    axis ranges); the traces of `legend_only` show in the legend only, a click away. The
+    title says what it picks (`label`)."""
+    hidden = legend_only or set()
+    for i in hidden:
+        if fig.data[i].visible is True:
+            fig.data[i].visible = "legendonly"
     if len(titles) < 2:
         return
     total = sum(per_view)
     fig.update_layout(title_text=f"{fig.layout.title.text} · menu: {label}")
     buttons = []
     first = 0
-    for title, n in zip(titles, per_view, strict=True):
-        visible = [first <= i < first + n for i in range(total)]
-        buttons.append({"label": esc(title), "method": "restyle", "args": [{"visible": visible}]})
+    for v, (title, n) in enumerate(zip(titles, per_view, strict=True)):
+        visible: list[Any] = [
+            ("legendonly" if i in hidden else True) if first <= i < first + n else False
+            for i in range(total)
+        ]
+        if layouts is None:
+            buttons.append({"label": esc(title), "method": "restyle",
+                            "args": [{"visible": visible}]})  # fmt: skip
+        else:
+            buttons.append({"label": esc(title), "method": "update",
+                            "args": [{"visible": visible}, layouts[v]]})  # fmt: skip
         first += n
     fig.update_layout(
         updatemenus=[
@@ -77,19 +98,114 @@ def aggregate(panel: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return out
 
 
+# A bar taller than this many times a panel's fastest (of the strategies one can run) is
+# clipped at that height, its value written on it: two slow strategies would otherwise
+# squeeze the contenders flat.
+CLIP = 3.0
+
+
+def _where_choices_matter(cells: pd.DataFrame, shown: list[tuple[str, pd.Series]]) -> int:
+    """The view of the most GPUs and, among those, the slowest network: where the
+    choice of strategy matters most (the breakdown opens on it)."""
+    def key(v: int) -> tuple[float, float]:
+        mine = cells[shown[v][1]]
+        gpus = float(mine["gpus"].max()) if "gpus" in mine and not mine.empty else 0.0
+        gbps = float(mine["inter_gbps"].min()) if "inter_gbps" in mine and not mine.empty else 0.0
+        return (-gpus, gbps)
+
+    return min(range(len(shown)), key=key)
+
+
+def _breakdown_panel(
+    fig: go.Figure, mine: pd.DataFrame, row: int, v: int, layout: dict[str, Any]
+) -> int:
+    """One panel of `breakdown_figure` in view `v`: its bars fastest first, the fastest
+    one can run starred, outliers clipped at `CLIP` times it (the axis range for the view
+    into `layout`); returns the traces added."""
+    from gcbench.report.headline import runnable
+
+    n = 0
+    total = sum(mine[p].fillna(0) for p, _, _ in PARTS) * 1e3
+    mine = mine.assign(_total=total).sort_values("_total", kind="stable")
+    labels = [esc(x) for x in mine["label"]]
+    can_run = [runnable(s) for s in mine["strategy"]]
+    best = can_run.index(True) if any(can_run) else 0
+    if any(can_run):
+        labels[best] = "★ " + labels[best]
+    fastest = float(mine["_total"].iloc[best])  # the one a user can run
+    cap = CLIP * fastest if fastest > 0 else 0.0
+    clipped = cap > 0 and float(mine["_total"].max()) > cap
+    axis = "yaxis" if row == 1 else f"yaxis{row}"
+    layout[f"{axis}.range"] = [0, cap * 1.08] if clipped else None
+    ids = [cid[:12] for cid in mine["cell_id"]]
+    for column, name, colour in PARTS:
+        fig.add_bar(
+            x=labels,
+            y=(mine[column] * 1e3).tolist(),
+            name=name,
+            marker_color=colour,
+            legendgroup=name,
+            showlegend=row == 1 and v == 0,
+            visible=v == 0,
+            row=row,
+            col=1,
+            customdata=ids,
+            hovertemplate="%{x}<br>" + name + ": %{y:.3f} ms<br>cell %{customdata}<extra></extra>",
+        )
+        n += 1
+    if "bubbles_s" in mine.columns:
+        fig.add_scatter(
+            x=labels,
+            y=(mine["bubbles_s"].fillna(0) * 1e3).tolist(),
+            name="bubbles (idle gaps on the busiest link)",
+            mode="markers",
+            marker={"symbol": "diamond", "color": "#54A24B", "size": 9},
+            legendgroup="bubbles",
+            showlegend=row == 1 and v == 0,
+            visible=v == 0,
+            row=row,
+            col=1,
+            hovertemplate="%{x}<br>bubbles: %{y:.3f} ms<extra></extra>",
+        )
+        n += 1
+    over = mine["_total"] > cap if clipped else mine["_total"] < 0
+    fig.add_scatter(  # the clipped bars' times, written at the cap
+        x=[lab for lab, o in zip(labels, over, strict=True) if o],
+        y=[cap] * int(over.sum()),
+        text=[f"{t:,.1f} ms ↑" for t in mine["_total"][over]],
+        mode="text",
+        textposition="top center",
+        name="clipped",
+        showlegend=False,
+        visible=v == 0,
+        row=row,
+        col=1,
+        hoverinfo="skip",
+    )
+    fig.update_yaxes(title_text="ms / iteration", row=row, col=1)
+    if v == 0 and clipped:
+        fig.update_yaxes(range=[0, cap * 1.08], row=row, col=1)
+    return n + 1
+
+
 def breakdown_figure(df: pd.DataFrame) -> go.Figure:
     """One stacked bar per cell: compute + exposed compression + exposed communication
     (their sum is the iteration time, by the sweep rule), the busiest link's bubbles as a
     marker beside it. One panel per model, each with its own y-axis, so small models stay
-    readable beside large ones; a dropdown picks the cluster size and bandwidth when
-    they vary. A panel of more than `MAX_BARS` cells shows per-strategy means, labelled
-    so."""
+    readable beside large ones; bars fastest first, the fastest strategy one can run
+    starred; a bar over `CLIP` times the panel's fastest is clipped, its time written on
+    it. A dropdown picks the cluster size and bandwidth when they vary, opening on the
+    largest cluster and slowest network (`_where_choices_matter`). A panel of more than
+    `MAX_BARS` cells shows per-strategy means, labelled so."""
     from plotly.subplots import make_subplots
 
     cells = per_cell(df)
     models = list(dict.fromkeys(cells["model"])) if not cells.empty else []
     control = ["gpus", "machines", "gpus_per_machine", "inter_gbps"]
     shown = views(cells, control) if not cells.empty else [("", pd.Series(dtype=bool))]
+    if len(shown) > 1:
+        first = _where_choices_matter(cells, shown)
+        shown = [shown[first], *shown[:first], *shown[first + 1 :]]
     across = [c for c in varying(cells) if c not in control] if not cells.empty else []
     titles = [esc(panel_title(cells[cells["model"] == m], across)) for m in models]
     fig = make_subplots(
@@ -99,9 +215,11 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
         vertical_spacing=0.5 / max(1, len(models)),
     )
     per_view = []
+    layouts: list[dict[str, Any]] = []
     aggregated = False
     for v, (_, mask) in enumerate(shown):
         n = 0
+        layout: dict[str, Any] = {}
         for row, model in enumerate(models, start=1):
             mine = cells[mask & (cells["model"] == model)]
             if mine.empty:
@@ -111,45 +229,12 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
                 aggregated = True
             else:  # named by what varies in this panel and view only
                 mine = mine.assign(label=panel_labels(mine))
-            labels = [esc(x) for x in mine["label"]]
-            ids = [cid[:12] for cid in mine["cell_id"]]
-            for column, name, colour in PARTS:
-                fig.add_bar(
-                    x=labels,
-                    y=(mine[column] * 1e3).tolist(),
-                    name=name,
-                    marker_color=colour,
-                    legendgroup=name,
-                    showlegend=row == 1 and v == 0,
-                    visible=v == 0,
-                    row=row,
-                    col=1,
-                    customdata=ids,
-                    hovertemplate="%{x}<br>"
-                    + name
-                    + ": %{y:.3f} ms<br>cell %{customdata}<extra></extra>",
-                )
-                n += 1
-            if "bubbles_s" in mine.columns:
-                fig.add_scatter(
-                    x=labels,
-                    y=(mine["bubbles_s"].fillna(0) * 1e3).tolist(),
-                    name="bubbles (idle gaps on the busiest link)",
-                    mode="markers",
-                    marker={"symbol": "diamond", "color": "#54A24B", "size": 9},
-                    legendgroup="bubbles",
-                    showlegend=row == 1 and v == 0,
-                    visible=v == 0,
-                    row=row,
-                    col=1,
-                    hovertemplate="%{x}<br>bubbles: %{y:.3f} ms<extra></extra>",
-                )
-                n += 1
-            fig.update_yaxes(title_text="ms / iteration", row=row, col=1)
+            n += _breakdown_panel(fig, mine, row, v, layout)
         per_view.append(n)
+        layouts.append(layout)
     fig.update_xaxes(tickangle=-35, type="category")
     reps = int(cells.attrs.get("repetitions", 1))
-    title = "Iteration time breakdown per cell" + (
+    title = "Iteration time breakdown per cell, fastest first (★: the fastest one can run)" + (
         f" (each bar the mean of its {reps} repetitions)" if reps > 1 else ""
     )
     if aggregated:
@@ -161,7 +246,7 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
         height=max(1, len(models)) * 520 + 160,
         margin={"b": 40, "t": 140},
     )
-    _dropdown(fig, [t for t, _ in shown], per_view, "cluster and bandwidth")
+    _dropdown(fig, [t for t, _ in shown], per_view, "cluster and bandwidth", layouts)
     return fig
 
 
@@ -224,6 +309,7 @@ def scaling_figure(df: pd.DataFrame) -> go.Figure:
     per_view = []
     legend: set[tuple[int, str]] = set()  # one legend entry a line name and view
     colour = Colours()
+    later: set[int] = set()  # traces past a panel's TOP_LINES: a legend click away
     for v, (_, mask) in enumerate(shown):
         n = 0
         for row, model in enumerate(models, start=1):
@@ -231,14 +317,18 @@ def scaling_figure(df: pd.DataFrame) -> go.Figure:
             if mine.empty:
                 continue
             lines = _lines(mine, "gpus", ("machines",))
-            for name, line in lines:
+            # the lines of the highest throughput at the panel's most GPUs first
+            lines.sort(key=lambda nl: -float(nl[1]["throughput"].iloc[-1]))
+            for rank, (name, line) in enumerate(lines):
                 for col, metric in ((1, "throughput"), (2, "scaling_factor")):
+                    if rank >= TOP_LINES:
+                        later.add(len(fig.data))
                     fig.add_scatter(
                         x=line["gpus"].tolist(),
                         y=line[metric].tolist(),
                         name=esc(name),
                         mode="lines+markers",
-                        line={"color": colour(name)},
+                        line={"color": colour(name), "dash": colour.dash(name)},
                         legendgroup=name,
                         showlegend=col == 1 and (v, name) not in legend,
                         visible=v == 0,
@@ -269,12 +359,16 @@ def scaling_figure(df: pd.DataFrame) -> go.Figure:
             fig.update_xaxes(title_text="GPUs", type="log", row=row, **ticks)
         per_view.append(n)
     fig.update_layout(
-        title="Scaling: throughput and scaling factor against GPUs (dashed: linear scaling)",
+        title="Scaling: throughput and scaling factor against GPUs (grey dashes: linear "
+        f"scaling; the {TOP_LINES} fastest lines a panel shown, the rest in the legend)",
         height=max(1, len(models)) * 420 + 160,
         margin={"t": 140},
     )
-    _dropdown(fig, [t for t, _ in shown], per_view, "bandwidth")
+    _dropdown(fig, [t for t, _ in shown], per_view, "bandwidth", legend_only=later)
     return fig
+
+
+TOP_LINES = 5  # lines a scaling panel draws at first; the others a legend click away
 
 
 class Colours:
@@ -287,7 +381,15 @@ class Colours:
     def __call__(self, name: str) -> str:
         return self.given.setdefault(name, PALETTE[len(self.given) % len(PALETTE)])
 
+    def dash(self, name: str) -> str:
+        """A line style for `name` beside its colour: the first ten lines solid, the next
+        ten dashed, then dotted, dash-dotted: lines of like colours differ in style."""
+        self(name)
+        k = list(self.given).index(name)
+        return DASHES[(k // 10) % len(DASHES)] if k >= 10 else "solid"
 
+
+DASHES = ("solid", "dash", "dot", "dashdot")
 COLOURS = (
     "#4C78A8", "#F58518", "#E45756", "#72B7B2", "#54A24B", "#EECA3B", "#B279A2",
     "#FF9DA6", "#9D755D", "#BAB0AC", "#1F77B4", "#2CA02C", "#D62728", "#9467BD",
@@ -363,41 +465,51 @@ _SPEEDUP_SKIP = ("strategy", "compressor", "compressor_kind", "compressor_params
 
 
 def speedup_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Each compressor's best strategy against fp32 on the same workload and hardware:
-    rows with the compressor, the fp32 cell's config, `speedup` (fp32's iteration time ÷
-    the best one's), the best `strategy` and how many cells it was the best of."""
+    """Each compressor's best strategy against the best baseline without gradient
+    compression on the same workload and hardware (`headline.BASELINES`: fp32,
+    fp32-2level, PS and BytePS with their servers): rows with the compressor, the
+    scenario's config, `speedup` (the baseline's iteration time ÷ the best one's), the
+    best `strategy`, how many cells it was the best of, and the `baseline` named."""
+    from gcbench.report.headline import BASELINES, choice_label, runnable
+
     cells = per_cell(df)
-    columns = ["compressor", "speedup", "best", "of", "fp32_cell_id", "model", "gpus"]
-    if cells.empty or "fp32" not in set(cells["strategy"]):
+    columns = ["compressor", "speedup", "best", "of", "baseline", "baseline_cell_id", "model",
+               "gpus"]  # fmt: skip
+    if cells.empty:
         return pd.DataFrame(columns=columns)
     keys = [c for c in CONFIG_COLUMNS if c in cells.columns and c not in _SPEEDUP_SKIP]
     keys = [c for c in keys if c not in DERIVED or c == "gpus"]
-    fp32 = cells[cells["strategy"] == "fp32"]
-    bound = cells["strategy"] == "upper-bound"  # no strategy one can run
-    others = cells[(cells["strategy"] != "fp32") & (cells["compressor_kind"] != "none") & ~bound]
-    if others.empty:
+    plain = cells["strategy"].isin(BASELINES) & (cells["compressor_kind"] == "none")
+    can_run = pd.Series([runnable(x) for x in cells["strategy"]], index=cells.index)
+    others = cells[~plain & (cells["compressor_kind"] != "none") & can_run]
+    bases = cells[plain]
+    if others.empty or bases.empty:
         return pd.DataFrame(columns=columns)
-    key = row_keys(fp32, keys)
-    base = dict(zip(key, zip(fp32["iteration_s"], fp32["cell_id"], strict=True), strict=True))
+    base: dict[str, tuple[float, str, str]] = {}
+    for k, row in zip(row_keys(bases, keys), bases.to_dict("records"), strict=True):
+        if k not in base or (row["iteration_s"], row["cell_id"]) < base[k][:2]:  # (as
+            # the headline: equal times go by cell id)
+            base[k] = (row["iteration_s"], row["cell_id"], choice_label(row))
     rows = []
-    okey = row_keys(others, keys)
-    o = others.assign(_key=okey)
+    o = others.assign(_key=row_keys(others, keys))
     for (comp, k), g in o.groupby(["compressor", "_key"], sort=True):
         if k not in base:
             continue
         best = g.loc[g["iteration_s"].idxmin()]
-        t, cid = base[k]
+        t, cid, name = base[k]
         rows.append({"compressor": comp, "speedup": t / best["iteration_s"],
-                     "best": best["strategy"], "of": len(g), "fp32_cell_id": cid,
+                     "best": best["strategy"], "of": len(g), "baseline": name,
+                     "baseline_cell_id": cid,
                      **dict(zip(keys, g.iloc[0][keys], strict=True))})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def speedup_figure(df: pd.DataFrame) -> go.Figure:
-    """Speed-up over fp32, model × GPUs, one panel per compressor: each square is the
-    best strategy with that compressor on one fp32 cell's workload and hardware (fp32's
-    iteration time ÷ its), the strategy named in the square; a dropdown for what else
-    varies (bandwidth, cluster shape)."""
+    """Speed-up over the best baseline without compression, model × GPUs, one panel per
+    compressor: each square is the best strategy with that compressor on one workload
+    and hardware (the baseline's iteration time ÷ its), the strategy written in the
+    square, the baseline in its hover; a dropdown for what else varies (bandwidth,
+    cluster shape)."""
     from plotly.subplots import make_subplots
 
     table = speedup_table(df)
@@ -424,16 +536,19 @@ def speedup_figure(df: pd.DataFrame) -> go.Figure:
             mine = table[mask & (table["compressor"] == comp)]
             z: list[list[float | None]] = [[None] * len(gpus) for _ in models]
             best = [[""] * len(gpus) for _ in models]
+            names = [[""] * len(gpus) for _ in models]
             for r in mine.to_dict("records"):
                 i, j = models.index(r["model"]), gpus.index(r["gpus"])
                 z[i][j] = r["speedup"]
-                best[i][j] = f"{esc(r['best'])} (best of {r['of']})"
+                names[i][j] = esc(r["best"])
+                best[i][j] = f"{esc(r['best'])} (best of {r['of']}), over {esc(r['baseline'])}"
             fig.add_heatmap(
                 z=z,
                 x=[str(g) for g in gpus],
                 y=[esc(m) for m in models],
                 customdata=best,
-                texttemplate="%{z:.2f}×",
+                text=names,
+                texttemplate="%{z:.2f}×<br>%{text}",
                 zmin=0,
                 zmax=max(2.0, top),
                 zmid=1.0,
@@ -449,8 +564,8 @@ def speedup_figure(df: pd.DataFrame) -> go.Figure:
         per_view.append(n)
     fig.update_xaxes(title_text="GPUs", type="category")
     fig.update_layout(
-        title="Speed-up over fp32: the best strategy per compressor, upper bounds aside "
-        "(>1: faster than fp32)",
+        title="Speed-up over the best strategy without compression (fp32, fp32-2level, "
+        "PS, BytePS): the best strategy per compressor, upper bounds aside (>1: faster)",
         height=160 + nrows * (80 + 40 * max(1, len(models))),
         margin={"t": 140},
     )

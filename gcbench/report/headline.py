@@ -56,7 +56,7 @@ def _plain(value: Any) -> Any:
     return None if isinstance(value, float) and value != value else value
 
 
-def _runnable(strategy: Any) -> bool:
+def runnable(strategy: Any) -> bool:
     """Whether a strategy is one a user can run (not a bound such as `upper-bound`); a
     name the registry no longer has counts as runnable."""
     from gcbench import strategies
@@ -79,7 +79,7 @@ def headline(df: pd.DataFrame) -> list[dict[str, Any]]:
     cells = per_cell(df)
     if cells.empty or "iteration_s" not in cells.columns:
         return []
-    cells = cells[[_runnable(s) for s in cells["strategy"]]]
+    cells = cells[[runnable(s) for s in cells["strategy"]]]
     cols = [c for c in SCENARIO if c in cells.columns]
     keys = cells[cols].astype(object).where(cells[cols].notna(), None).astype(str)
     out = []

@@ -310,7 +310,7 @@ def _figures(df: pd.DataFrame) -> list[tuple[str, str, Any]]:
     if multi["inter_gbps"].nunique() > 1:
         out.append(("bandwidth", "Bandwidth sweep", F.bandwidth_figure(df)))
     if not F.speedup_table(df).empty:
-        out.append(("speedup", "Speed-up over fp32", F.speedup_figure(df)))
+        out.append(("speedup", "Speed-up over no compression", F.speedup_figure(df)))
     if not F.gap_to_upper_bound(df).empty:
         out.append(("gap", "Gap to the upper bound", F.gap_figure(df)))
     if not F.agreement_table(df).empty:
