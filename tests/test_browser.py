@@ -219,6 +219,9 @@ def test_the_headline_is_on_the_first_screen_and_matches_the_results(browser, re
     page.evaluate("() => window.scrollTo(0, 0)")
     box = page.locator("#headline").bounding_box()
     assert errors == [] and box is not None and box["y"] < 900, box
+    shot = report["dir"] / "first-screen.png"  # what a user sees first, kept for a look
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
     rows = page.evaluate("""() => [...document.querySelectorAll('#headline tbody tr')]
         .map(r => [...r.cells].map(c => c.innerText))""")
     heads = page.evaluate(

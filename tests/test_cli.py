@@ -187,3 +187,12 @@ def test_a_sequence_length_for_a_model_without_one_is_refused(tmp_path):
                   "  cluster: [{machines: 2}]\n")  # fmt: skip
     r = CliRunner().invoke(app, ["validate", str(suite)])
     assert r.exit_code == 2 and "s.yaml:3:" in r.stderr and "not a sequence model" in r.stderr
+
+
+def test_validate_is_quiet_on_every_shipped_suite():
+    """Issue #36: at most 3 lines a shipped suite (the drop reasons, 43 lines for
+    nvlink100, behind --verbose)."""
+    for path in sorted((ROOT / "suites").glob("*.yaml")):
+        r = CliRunner().invoke(app, ["validate", str(path)])
+        assert r.exit_code == 0, (path, r.output)
+        assert len(r.output.strip().splitlines()) <= 3, (path, r.output)

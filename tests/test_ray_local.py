@@ -80,11 +80,18 @@ def test_run_starts_its_own_instance_beside_another_cluster(tmp_path, other_clus
     env.pop("RAY_ADDRESS", None)
     r = subprocess.run(
         [sys.executable, "-c", "from gcbench.cli import main; main()", "run", str(suite),
-         "--results", str(tmp_path / "results"), "--no-report", "--num-cpus", "1"],
+         "--results", str(tmp_path / "results"), "--reports", str(tmp_path / "reports"),
+         "--num-cpus", "1"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "ray: a new local instance on 127.0.0.1 (1 node, 1 CPUs)" in r.stderr
+    # quiet (issue #36): besides the progress line and the headline, at most 5 lines (no
+    # Ray notices); the headline's sentence says who won
+    lines = [x for x in (r.stdout + r.stderr).splitlines()
+             if x.strip() and not x.startswith(("loopback ━", "On "))]  # fmt: skip
+    assert len(lines) <= 5, lines
+    assert "On 2×2 v100 nvlink at 10 Gbps, fp32 is fastest for tiny-mlp" in r.stdout
     (manifest,) = (tmp_path / "results" / "loopback").glob("*/manifest.json")
     cluster = json.loads(manifest.read_text())["cluster"]
     assert cluster["resources"]["CPU"] == 1.0  # not the other cluster's 3
