@@ -172,9 +172,10 @@ def _breakdown_panel(
     fig.add_scatter(  # the clipped bars' times, written at the cap
         x=[lab for lab, o in zip(labels, over, strict=True) if o],
         y=[cap] * int(over.sum()),
-        text=[f"{t:,.1f} ms ↑" for t in mine["_total"][over]],
+        text=[f"{t:,.0f}↑" for t in mine["_total"][over]],
         mode="text",
         textposition="top center",
+        textfont={"size": 10},
         name="clipped",
         showlegend=False,
         visible=v == 0,
@@ -234,14 +235,14 @@ def breakdown_figure(df: pd.DataFrame) -> go.Figure:
         layouts.append(layout)
     fig.update_xaxes(tickangle=-35, type="category")
     reps = int(cells.attrs.get("repetitions", 1))
-    title = "Iteration time breakdown per cell, fastest first (★: the fastest one can run)" + (
+    title = "Time per cell, fastest first (★: the fastest one can run; ↑ ms: clipped)" + (
         f" (each bar the mean of its {reps} repetitions)" if reps > 1 else ""
     )
     if aggregated:
         title += f"; panels of over {MAX_BARS} cells show means per strategy (aggregates)"
     fig.update_layout(
         barmode="stack",
-        title=title,
+        title={"text": title, "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
         height=max(1, len(models)) * 520 + 160,
         margin={"b": 40, "t": 140},

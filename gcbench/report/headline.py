@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from gcbench.report.labels import DERIVED, number_text, per_cell
+from gcbench.report.labels import DERIVED, number_text, per_cell, value_text
 from gcbench.results.schema import CONFIG_COLUMNS
 
 # What a user chooses between within a scenario (and what follows from those choices).
@@ -89,7 +89,10 @@ def headline(df: pd.DataFrame) -> list[dict[str, Any]]:
         rows = sorted(group.to_dict("records"), key=lambda r: (r["iteration_s"], r["cell_id"]))
         out.append(_entry(rows))
     # shown: the columns that vary across the run, less those that follow from others
+    # (the GPUs from the cluster, a model's batch and sequence length from the model)
     varying = [c for c in cols if c not in DERIVED and cells[c].astype(str).nunique() > 1]
+    varying = [c for c in varying if c == "model"
+               or cells.groupby("model")[c].nunique(dropna=False).max() > 1]  # fmt: skip
     for entry in out:
         entry["scenario"] = {c: entry["scenario"][c] for c in varying}
     return out
@@ -168,13 +171,15 @@ def headline_html(entries: list[dict[str, Any]]) -> str:
     if not entries:
         return ""
     cols = list(entries[0]["scenario"])
+    texts = ("winner", "baseline", "runner-up")
     head = "".join(f'<th class="text">{html.escape(c)}</th>' for c in cols) + "".join(
-        f"<th>{h}</th>" for h in ("winner", "ms", "× best baseline", "baseline", "× fp32",
-                                  "× fp16", "runner-up", "gap")
+        f'<th{" class=text" if h in texts else ""}>{h}</th>'
+        for h in ("winner", "ms", "× best baseline", "baseline", "× fp32", "× fp16",
+                  "runner-up", "gap")
     )  # fmt: skip
     rows = []
     for e in entries:
-        values = [html.escape(number_text(e["scenario"][c])) for c in cols]
+        values = [html.escape(value_text(e["scenario"][c])) for c in cols]
         tie = ' class="tie" title="within gcbench\'s accuracy: a tie"' if e["tie"] else ""
         gap = "" if e["gap"] is None else f"{e['gap']:+.1%}"
         cells = "".join(f'<td class="text">{v}</td>' for v in values) + (
