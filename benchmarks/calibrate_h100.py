@@ -47,7 +47,7 @@ import numpy as np
 
 from gcbench.zoo import devices
 from gcbench.zoo.profile import UPDATE_PASSES, cached_trace, forward_seconds, update_seconds
-from gcbench.zoo.trace import Op
+from gcbench.zoo.traces import Op
 
 MEASURED = {  # file -> (zoo model, batch, sequence length)
     "resnet50-b32.json": ("resnet50", 32, None),

@@ -41,7 +41,7 @@ import numpy as np
 from gcbench.zoo import devices
 from gcbench.zoo.catalog import ESPRESSO_MODELS, MODELS
 from gcbench.zoo.profile import cached_trace, profile_from_trace
-from gcbench.zoo.trace import Op
+from gcbench.zoo.traces import Op
 
 REFERENCE_MODELS = ESPRESSO_MODELS  # reference file name -> zoo model
 

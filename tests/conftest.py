@@ -12,6 +12,9 @@ from hypothesis import settings
 # Before anything imports ray: keep every Ray process on loopback, and offline.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+# Model traces cached for this test session alone (`gcbench.zoo.traces`): the tests trace
+# what they use once, and never read or fill the user's cache
+os.environ["GCBENCH_CACHE"] = __import__("tempfile").mkdtemp(prefix="gcbench-cache-")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

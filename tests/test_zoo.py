@@ -479,3 +479,46 @@ def test_update_is_torch_foreach_sgd():
     assert update_seconds([n], dev) == pytest.approx(8 * 4 * n / bw + 9 * k)
     # AMP: GradScaler's unscale, 2 passes and its own launches
     assert update_seconds([n], dev, "amp-fp16") == pytest.approx(10 * 4 * n / bw + 12 * k)
+
+
+# --- the trace cache (issue #34: one-second answers) -------------------------------------
+
+
+@pytest.mark.slow  # a second Python process
+def test_a_trace_is_cached_on_disk_and_read_back_without_torch(tmp_path, monkeypatch):
+    """The first profile of a model traces it (torch) and keeps the trace; a later process
+    reads it back equal, without importing torch; a file that does not read back (corrupt,
+    another fingerprint, another model) is traced again and replaced."""
+    import gzip
+    import subprocess
+    import sys
+
+    from gcbench.zoo import traces
+    from gcbench.zoo.profile import cached_trace
+
+    monkeypatch.setenv("GCBENCH_CACHE", str(tmp_path))
+    cached_trace.cache_clear()
+    traced = cached_trace("tiny-cnn", 8, None)
+    path = traces.cache_path("tiny-cnn", 8, None)
+    assert path.is_file() and path.parent == tmp_path / "traces"
+    assert traces.fingerprint() in path.name
+    assert traces.read_cached("tiny-cnn", 8, None) == traced
+    code = ("import sys; from gcbench.zoo.profile import model_profile; "
+            "p = model_profile('tiny-cnn', 8, 'v100'); "
+            "print(len(p.tensors), 'torch' in sys.modules)")  # fmt: skip
+    env = {**__import__("os").environ, "GCBENCH_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()  # fmt: skip
+    assert out == [str(len(traced.params)), "False"]
+    other = gzip.compress(gzip.decompress(path.read_bytes()).replace(b'"tiny-cnn"',
+                                                                       b'"tiny-mlp"'))
+    for bad in (b"not gzip", gzip.compress(b"{}"), other):
+        path.write_bytes(bad)
+        assert traces.read_cached("tiny-cnn", 8, None) is None
+        cached_trace.cache_clear()
+        assert cached_trace("tiny-cnn", 8, None) == traced
+        assert traces.read_cached("tiny-cnn", 8, None) == traced  # written again
+    data = traces.to_json(traced)
+    with pytest.raises(ValueError):
+        traces.from_json({**data, "fingerprint": "0" * 16})
+    cached_trace.cache_clear()

@@ -287,7 +287,7 @@ def _baselines(cell: Any) -> list[tuple[str, float]]:
 
     from gcbench.backends.simulate import simulate_cell
     from gcbench.config.models import Cell
-    from gcbench.report.headline import BASELINES, choice_label
+    from gcbench.report.choices import BASELINES, choice_label
 
     data = cell.model_dump(mode="json", exclude={"constraints"})
     data.update(compressor="none", mode="simulate", clock="virtual", compute_time="profile")
@@ -316,7 +316,8 @@ def _against_baselines(cell: Any, seconds: float) -> str:
     parts = " · ".join(f"{label} {s * 1e3:.2f} ms" for label, s in found)
     best = min(found, key=lambda x: x[1])
     x = best[1] / seconds
-    line = f"without compression: {parts} → {x:.2f}× faster than the best ({best[0]})"
+    how = f"{x:.2f}× faster than" if x >= 1 else f"{1 / x:.2f}× slower than"
+    line = f"without compression: {parts} → {how} the best ({best[0]})"
     fp32 = dict(found).get("fp32")
     if fp32 is not None and best[0] != "fp32":
         line += f", {fp32 / seconds:.2f}× than fp32"

@@ -122,7 +122,7 @@ def _breakdown_panel(
     """One panel of `breakdown_figure` in view `v`: its bars fastest first, the fastest
     one can run starred, outliers clipped at `CLIP` times it (the axis range for the view
     into `layout`); returns the traces added."""
-    from gcbench.report.headline import runnable
+    from gcbench.report.choices import runnable
 
     n = 0
     total = sum(mine[p].fillna(0) for p, _, _ in PARTS) * 1e3
@@ -471,7 +471,7 @@ def speedup_table(df: pd.DataFrame) -> pd.DataFrame:
     fp32-2level, PS and BytePS with their servers): rows with the compressor, the
     scenario's config, `speedup` (the baseline's iteration time ÷ the best one's), the
     best `strategy`, how many cells it was the best of, and the `baseline` named."""
-    from gcbench.report.headline import BASELINES, choice_label, runnable
+    from gcbench.report.choices import BASELINES, choice_label, runnable
 
     cells = per_cell(df)
     columns = ["compressor", "speedup", "best", "of", "baseline", "baseline_cell_id", "model",

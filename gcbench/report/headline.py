@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from gcbench.report.choices import BASELINES, TIE, choice_label, plain, runnable
 from gcbench.report.labels import DERIVED, number_text, per_cell, value_text
 from gcbench.results.schema import CONFIG_COLUMNS
 
@@ -26,43 +27,8 @@ CHOICES = (
     "constraints", "cpu_servers", "summation_gbs", "server_gbps",
 )  # fmt: skip
 SCENARIO = tuple(c for c in CONFIG_COLUMNS if c not in CHOICES)
-# Strategies that send every gradient uncompressed (with compressor `none`).
-BASELINES = ("fp32", "fp32-2level", "ps", "byteps")
-# Two times closer than this are a tie: gcbench's out-of-sample median error against the
-# papers' published figures (`gcbench reproduce`, BENCHMARKS.md: 8.9%), rounded up.
-TIE = 0.09
-NAMES = {"fp32": "fp32", "fp32-2level": "fp32-2level", "ps": "PS", "byteps": "BytePS"}
-
-
-def choice_label(row: dict[str, Any]) -> str:
-    """A cell's choice as a sentence names it: `bytecomp with dgc-1pct`, `BytePS with 8
-    servers`, `fp32`."""
-    strategy = str(row["strategy"])
-    text = NAMES.get(strategy, strategy)
-    compressor = row.get("compressor")
-    if compressor and compressor != "none" and row.get("compressor_kind") != strategy:
-        text += f" with {compressor}"
-    servers = _plain(row.get("cpu_servers"))
-    if isinstance(servers, (int, float)) and servers == servers and servers > 0:
-        n = int(servers)
-        text += f" {'and' if ' with ' in text else 'with'} {n} server{'s' * (n != 1)}"
-    return text
-
-
-def _plain(value: Any) -> Any:
-    """A pandas value as JSON takes it: numpy scalars as Python's, NaN as None."""
-    if hasattr(value, "item"):
-        value = value.item()
-    return None if isinstance(value, float) and value != value else value
-
-
-def runnable(strategy: Any) -> bool:
-    """Whether a strategy is one a user can run (not a bound such as `upper-bound`); a
-    name the registry no longer has counts as runnable."""
-    from gcbench import strategies
-
-    found = strategies.find(strategy) if isinstance(strategy, str) else None
-    return found is None or found.runnable
+__all__ = ["BASELINES", "TIE", "choice_label", "headline", "headline_html", "headline_lines",
+           "runnable"]  # fmt: skip
 
 
 def _where(row: dict[str, Any]) -> str:
@@ -137,10 +103,10 @@ def _entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if gap is not None and gap < TIE:
         sentence += f" {r_name} is within {gap:.1%}: a tie at gcbench's accuracy."
     return {
-        "scenario": {c: _plain(win.get(c)) for c in SCENARIO if c in win},
-        "model": _plain(win["model"]),
+        "scenario": {c: plain(win.get(c)) for c in SCENARIO if c in win},
+        "model": plain(win["model"]),
         "winner": winner,
-        "winner_cell": _plain(win["cell_id"]),
+        "winner_cell": plain(win["cell_id"]),
         "winner_s": t,
         "baseline": b_name,
         "baseline_s": b_s,

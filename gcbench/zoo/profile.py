@@ -22,7 +22,7 @@ from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES, Device
 
 if TYPE_CHECKING:
-    from gcbench.zoo.trace import ModelTrace, Op
+    from gcbench.zoo.traces import ModelTrace, Op
 
 # The optimizer step: torch's SGD with momentum, its default multi-tensor ("foreach")
 # implementation on CUDA (torch/optim/sgd.py `_multi_tensor_sgd`): momentum *= m
@@ -172,9 +172,17 @@ def profile_from_trace(trace: ModelTrace, device: str, precision: str = "fp32") 
 
 @lru_cache(maxsize=64)
 def cached_trace(name: str, batch_size: int, seq_len: int | None) -> ModelTrace:
-    from gcbench.zoo.trace import trace_model
+    """The model's trace: from the cache on disk (`zoo.traces`: no torch), else traced
+    (torch, the meta device) and kept there."""
+    from gcbench.zoo.traces import read_cached, write_cached
 
-    return trace_model(name, batch_size, seq_len)
+    trace = read_cached(name, batch_size, seq_len)
+    if trace is None:
+        from gcbench.zoo.trace import trace_model
+
+        trace = trace_model(name, batch_size, seq_len)
+        write_cached(trace)
+    return trace
 
 
 @lru_cache(maxsize=256)

@@ -26,7 +26,6 @@ so `gcbench.zoo.profile` turns it into times for any device without tracing agai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,6 +35,7 @@ from torch.utils.flop_counter import flop_registry
 
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.nets import build
+from gcbench.zoo.traces import ModelTrace, Op, Param
 
 aten = torch.ops.aten
 
@@ -53,31 +53,6 @@ VIEWS = {
 GEMM_OPERANDS = {aten.mm: (0, 1), aten.bmm: (0, 1), aten.addmm: (1, 2), aten.baddbmm: (1, 2)}
 
 
-@dataclass(frozen=True)
-class Op:
-    kind: str  # "winograd" | "conv1x1" | "conv" | "matmul" | "embedding" | "memory"
-    flops: float  # forward
-    nbytes: float  # forward memory traffic
-    bwd_flops: float
-    bwd_nbytes: float
-    bwd_kernels: int  # kernels its backward launches (0: no backward)
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    shape: tuple[int, ...]
-    layer: str  # the module that owns it
-    first_use: int  # index of its earliest use among the ops
-
-
-@dataclass(frozen=True)
-class ModelTrace:
-    name: str
-    batch_size: int
-    seq_len: int | None
-    ops: tuple[Op, ...]  # forward order
-    params: tuple[Param, ...]  # registration order
 
 
 def _nbytes(t: torch.Tensor) -> int:
