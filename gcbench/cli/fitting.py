@@ -82,6 +82,13 @@ def calibrate(
             f"  {r['relative_error']:+7.1%}  measured {r['measured']:.6g}  predicted "
             f"{r['predicted']:.6g}  {r['point']}"
         )
+    for p in report.get("weakly_identified", []):
+        typer.echo(
+            f"warning: the points barely identify {p} (a 10% change moves no prediction by "
+            "1%): its value is not a measurement; add points it moves (small messages "
+            "for a latency, large ones for an efficiency)",
+            err=True,
+        )
     for p in report["bound_hits"]:
         typer.echo(
             f"warning: {p} ended on a bound of its range; the points may want a value "
