@@ -236,6 +236,9 @@ def test_the_headline_is_on_the_first_screen_and_matches_the_results(browser, re
         if e["speedup_over_baseline"] is not None:
             shown = float(row[col["× best baseline"]].rstrip("×"))
             assert shown == pytest.approx(e["speedup_over_baseline"], abs=0.006)
+    # every metric the table shows is explained in its header's title (issue #36)
+    title = page.get_attribute("#results th:text-is('iteration_s')", "title")
+    assert title and "steady-state time" in title, title
     page.close()
     page, errors, _ = visit(browser, report["dir"] / "index.html", report["dir"])
     assert errors == [] and page.locator("#headline tbody tr").count() == len(expected)

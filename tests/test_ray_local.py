@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write
+from conftest import ROOT, write
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -137,3 +137,74 @@ def test_a_local_ray_that_does_not_start_is_one_line(monkeypatch):
     assert line == ("ray: a local instance did not start (TimeoutError: The current node "
                     "timed out during startup.); try again, or give --address")  # fmt: skip
     assert stopped == [True]
+
+
+DIES = '''
+import json, os, signal, sys, threading, time
+from pathlib import Path
+from gcbench.config import load_suite
+from gcbench.errors import RunFailed
+from gcbench.runner import execute_cell
+from gcbench.runner.local import connect
+from gcbench.runner.run import run_suite
+
+def slow(cell, repetitions):
+    time.sleep(1.0)
+    return execute_cell(cell, repetitions)
+
+out, suite = Path(sys.argv[1]), load_suite(Path(sys.argv[2]))
+connect(num_cpus=2)
+import ray
+raylet = ray._private.worker._global_node.all_processes["raylet"][0].process  # our child
+
+def kill():
+    time.sleep(4)
+    os.kill(raylet.pid, signal.SIGKILL)
+
+threading.Thread(target=kill, daemon=True).start()
+try:
+    run_suite(suite, out, cell_fn=slow)
+    print("RESULT finished")
+except RunFailed as e:
+    print("RESULT", e)
+(manifest,) = (out / suite.name).glob("*/manifest.json")
+m = json.loads(manifest.read_text())
+print("MANIFEST", m["status"], json.dumps(m["cells"]))
+'''
+
+DYING = """\
+name: dies
+grid:
+  model: [tiny-mlp]
+  strategy: [fp32, fp16]
+  network: [{inter_gbps: 10}, {inter_gbps: 25}, {inter_gbps: 50}, {inter_gbps: 100}]
+  cluster: [{machines: 1, gpus_per_machine: 2}, {machines: 2, gpus_per_machine: 2},
+            {machines: 4, gpus_per_machine: 2}]
+"""
+
+
+def test_a_raylet_that_dies_mid_run_stops_the_run_in_one_line(tmp_path):
+    """Issue #35 item 12: a local raylet that dies mid-run (here SIGKILLed by the process
+    that started it, 4 s into 24 cells of 1 s each) stops the run with one line; the cells
+    finished are saved, the others stay to run again (none recorded as failed: it was
+    no cell's fault), the manifest says interrupted, and Ray's dumps of the raylet's last
+    log lines (50 lines of state, twice) are cut to their first lines."""
+    script = write(tmp_path, "dies.py", DIES)
+    suite = write(tmp_path, "dies.yaml", DYING)
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    r = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out"), str(suite)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    (result,) = [x for x in out.splitlines() if x.startswith("RESULT")]
+    assert "ray: the Ray instance died mid-run (LocalRayletDiedError" in result, result
+    assert "run the same command again to continue" in result
+    (manifest,) = [x for x in out.splitlines() if x.startswith("MANIFEST")]
+    status, cells = manifest.split(" ", 2)[1:]
+    counts = json.loads(cells)
+    assert status == "interrupted" and counts["failed"] == 0
+    assert counts["ok"] >= 1 and counts["pending"] >= 1 and counts["ok"] + counts["pending"] == 24
+    assert "[state-dump]" not in out and len(out.splitlines()) <= 8, out

@@ -47,6 +47,7 @@ from gcbench.report.labels import (
     value_text,
     varying,
 )
+from gcbench.results.schema import METRICS
 from gcbench.results.store import (
     MANIFEST,
     ResultsWarning,
@@ -208,6 +209,7 @@ def table_data(
     return {
         "columns": cols,
         "numeric": numeric,
+        "meanings": [METRICS.get(c, "") for c in cols],  # the header's legend (its title)
         "rows": rows,
         "details": [cid in details for cid in cells["cell_id"]],
     }

@@ -78,8 +78,9 @@ METRICS: dict[str, str] = {
     "tensors": "gradient tensors of the model",
     "buckets": "communication buckets after fusion (0 on one GPU)",
     "model_mib": "model size in MiB (fp32)",
-    "agg_error": "emulate: relative L2 error of the aggregated gradient against the exact "
-    "sum of every worker's gradient, one iteration (empty when simulated)",
+    "agg_error": "emulate: ||aggregate - exact sum|| / ||exact sum||, the L2 norm over every "
+    "gradient element of the aggregated gradient against the exact sum of every worker's, "
+    "one iteration; 0 for lossless (empty when simulated)",
     "agg_error_steps": "emulate: the same for the sum of the aggregates over the emulated "
     "iterations, where error feedback pays back what compression dropped",
 }

@@ -164,6 +164,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
             ) from None  # fmt: skip
         finally:
             notice.setLevel(was)
+        _first_lines_of_ray_errors()
         return True
     check_reachable(address)  # fail in seconds, not after Ray's minutes of retries
     said: list[str] = []
@@ -184,6 +185,26 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
             ]
         ) from None
     return False
+
+
+def _first_lines_of_ray_errors() -> None:
+    """Ray's driver prints every error its cluster publishes whole: a raylet that dies
+    mid-run is its last 20 log lines of state dumps, twice, over the progress line. Keep
+    the first line of each (the run says the rest in its own error: `run._LOST`). Ray's
+    printer is module state of `ray._private.worker`; where a Ray release has none, the
+    dumps print as Ray prints them."""
+    import ray._private.worker as rw
+
+    original = getattr(rw, "print_to_stdstream", None)
+    if original is None or getattr(original, "gcbench_first_lines", False):
+        return
+
+    def first_lines(data: dict[str, Any], ignore_prefix: bool) -> Any:
+        lines = [str(x).strip().splitlines()[0] for x in data.get("lines", []) if str(x).strip()]
+        return original({**data, "lines": lines[:1]}, ignore_prefix)
+
+    first_lines.gcbench_first_lines = True  # type: ignore[attr-defined]
+    rw.print_to_stdstream = first_lines
 
 
 def cluster_info() -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import gcbench
 from gcbench.config import Cell, Suite, expand, matches
-from gcbench.errors import ConfigError
+from gcbench.errors import ConfigError, RunFailed
 from gcbench.files import check_writable
 from gcbench.results.schema import record
 from gcbench.results.store import RunStore, SuiteLock, Unreadable, read_cell
@@ -325,28 +325,33 @@ def _run_locked(
     in_flight: dict[Any, Cell] = {}
     failures: list[str] = []
     t0 = time.monotonic()
-    ok = 0
     if progress:
         progress(state)
+    global _LOST
+    _LOST = _lost_errors()
+
+    def submit(cell: Cell) -> Any:
+        return task.remote(cell.model_dump_json(), suite.repetitions, cell_fn)
+
+    def finish(ref: Any, cell: Cell) -> bool:
+        return _finish_cell(ref, cell, suite, store, status, state, failures, backend)
+
     try:
-        while pending or in_flight:
-            while pending and len(in_flight) < limit:
-                cell = pending.pop()
-                ref = task.remote(cell.model_dump_json(), suite.repetitions, cell_fn)
-                in_flight[ref] = cell
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
-            for ref in ready:
-                cell = in_flight.pop(ref)
-                if _finish_cell(ref, cell, suite, store, status, state, failures, backend):
-                    ok += 1
-            state.elapsed_s = time.monotonic() - t0
-            if progress:
-                progress(state)
+        ok = _drive(submit, finish, pending, in_flight, limit, state, progress, t0)
+    except ClusterLost as e:
+        ok = state.done - state.skipped - state.failed
+        counts = _counts(grid_ids, status)
+        _interrupted(store, manifest, counts, in_flight, started_here)
+        raise RunFailed(
+            f"ray: the Ray instance died mid-run ({e}); the {ok} cells finished in this "
+            f"session are saved, {counts['pending']} not run: run the same command again "
+            "to continue"
+        ) from None
     except OSError as e:
         kept = _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        raise _no_space(e, store, ok, kept) from None
+        raise _no_space(e, store, state.done - state.skipped - state.failed, kept) from None
     except BaseException:
         _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
         raise
@@ -361,6 +366,39 @@ def _run_locked(
     if started_here:
         ray.shutdown()
     return summary(ok, failures)
+
+
+def _drive(
+    submit: Callable[[Cell], Any],
+    finish: Callable[[Any, Cell], bool],
+    pending: list[Cell],
+    in_flight: dict[Any, Cell],
+    limit: int,
+    state: Progress,
+    progress: Callable[[Progress], None] | None,
+    t0: float,
+) -> int:
+    """Keep `limit` cells in flight (`submit` each; `in_flight` maps their refs), write
+    each as it finishes (`finish`: whether it succeeded), until none is left; how many
+    succeeded. A Ray that dies under it is `ClusterLost`."""
+    import ray
+
+    ok = 0
+    while pending or in_flight:
+        while pending and len(in_flight) < limit:
+            cell = pending.pop()
+            in_flight[submit(cell)] = cell
+        try:
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+        except _LOST as e:
+            raise ClusterLost(f"{type(e).__name__}: {e}".splitlines()[0][:200]) from None
+        for ref in ready:
+            if finish(ref, in_flight.pop(ref)):
+                ok += 1
+        state.elapsed_s = time.monotonic() - t0
+        if progress:
+            progress(state)
+    return ok
 
 
 def _refuse_unplaceable(backend: Backend, todo: list[Cell], started_here: bool) -> None:
@@ -450,6 +488,20 @@ def _interrupted(
     return written
 
 
+class ClusterLost(Exception):
+    """The Ray instance a run uses died under it (its local raylet): no cell's failure."""
+
+
+def _lost_errors() -> tuple[type[BaseException], ...]:
+    import ray
+
+    # (not RaySystemError: a Ctrl-C in `ray.wait` may surface as one, and is an interrupt)
+    return (ray.exceptions.LocalRayletDiedError,)
+
+
+_LOST: tuple[type[BaseException], ...] = ()  # `_lost_errors()`, once ray is imported
+
+
 def _collect(
     ref: Any, cell: Cell, repetitions: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None, str | None]:
@@ -457,6 +509,8 @@ def _collect(
 
     try:
         out = ray.get(ref)
+    except _LOST as e:  # no cell's fault: the run stops, the cell stays to run again
+        raise ClusterLost(f"{type(e).__name__}: {e}".splitlines()[0][:200]) from None
     except ray.exceptions.RayTaskError as e:
         cause = e.cause if getattr(e, "cause", None) is not None else e
         message = f"{type(cause).__name__}: {cause}".splitlines()[0]

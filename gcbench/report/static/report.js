@@ -36,7 +36,8 @@ function gcTable(rootId, data, cellPage) {
     const th = document.createElement("th");
     th.textContent = c;
     th.className = "sortable" + (data.numeric[k] ? "" : " text");
-    th.title = "sort by " + c;
+    const meaning = data.meanings && data.meanings[k];
+    th.title = (meaning ? c + ": " + meaning + "; click to sort" : "sort by " + c);
     th.addEventListener("click", () => {
       sortDir = sortCol === k ? -sortDir : 1;
       sortCol = k;
