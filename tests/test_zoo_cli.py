@@ -165,3 +165,23 @@ def test_a_batch_that_cannot_fit_is_refused_before_anything_is_allocated():
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
     assert "resnet50 at batch 100000: an iteration needs about" in r.stderr
     assert "lower --batch" in r.stderr
+
+
+def test_cache_says_where_the_traces_are_and_clears_them(tmp_path, monkeypatch):
+    """Issue #34: the trace cache's folder is documented, overridable (GCBENCH_CACHE) and
+    cleared by a command; a cleared trace is made again."""
+    from gcbench.zoo.profile import cached_trace
+    from gcbench.zoo.traces import cache_path
+
+    monkeypatch.setenv("GCBENCH_CACHE", str(tmp_path))
+    cached_trace.cache_clear()
+    cached_trace("tiny-mlp", 16, None)
+    assert cache_path("tiny-mlp", 16, None).is_file()
+    out = json.loads(invoke("cache", "--json").stdout)
+    assert (out["folder"], out["traces"], out["removed"]) == (str(tmp_path / "traces"), 1, 0)
+    out = json.loads(invoke("cache", "--clear", "--json").stdout)
+    assert out["removed"] == 1 and not cache_path("tiny-mlp", 16, None).exists()
+    cached_trace.cache_clear()
+    cached_trace("tiny-mlp", 16, None)
+    assert cache_path("tiny-mlp", 16, None).is_file()
+    cached_trace.cache_clear()

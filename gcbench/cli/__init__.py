@@ -5,7 +5,8 @@ exits (STYLE §7): ConfigError -> `error: file:line: ...` and exit 2; failed cel
 One module per group of commands, each registering its commands on `app` (`common`) when
 imported here, in the order `gcbench --help` lists them: `runs` (run, validate, schema,
 report), `fitting` (calibrate, reproduce), `catalog` (networks, devices, models, model,
-profile), `cells` (simulate, plan), `choices` (compressors, strategies, options, bench).
+profile, cache), `cells` (simulate, plan), `choices` (compressors, strategies, options,
+bench).
 Every module imports only typer, the standard library, `gcbench.errors` and its siblings
 at its top: the rest of gcbench, and pandas, torch and Ray, are imported by the command
 that needs them (`gcbench --help` and `gcbench validate` stay light).

@@ -3,6 +3,7 @@ profile, and `profile` (a model measured on this host)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -235,3 +236,32 @@ def profile(
         write_profile(p, target)
     _print_profile(p, p.numel)
     typer.echo(f"\nprofile: {target}")
+
+
+@app.command()
+def cache(
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Remove every cached trace (they are made again).")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Show where gcbench caches model traces (GCBENCH_CACHE, else XDG_CACHE_HOME, else
+    ~/.cache: gcbench/traces), how many and how large; --clear empties it. A trace is
+    traced again when the cache has none, or one of another gcbench or torch."""
+    from gcbench.zoo.traces import cache_dir
+
+    folder = cache_dir()
+    files = sorted(folder.glob("*.json.gz")) if folder.is_dir() else []
+    size = sum(f.stat().st_size for f in files)
+    removed = 0
+    if clear:
+        for f in files:
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
+                removed += 1
+    if json_out:
+        typer.echo(dumps({"folder": str(folder), "traces": len(files), "bytes": size,
+                          "removed": removed}))  # fmt: skip
+        return
+    typer.echo(f"{folder}: {len(files)} cached trace{'s' * (len(files) != 1)}, "
+               f"{size / 2**20:.1f} MiB" + (f"; removed {removed}" if clear else ""))  # fmt: skip
