@@ -525,12 +525,7 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
     ms = [ms[i] for i in moved]
     fixed_eff = [effs[i][0] for i in moved]
     fixed_lat = [lats[i][0] for i in moved]
-    if level == "inter":
-        if "inter_gbps" not in net:
-            raise ConfigError(NEED_INTER_GBPS)
-        B = net["inter_gbps"] * 1e9 / 8
-    else:
-        B = (start["intra_gbs"] or INTRA_DEFAULT_GBS[start.get("intra", "nvlink")]) * 1e9
+    B = _line_rate(level, net, start)
     shapes = [cost_shape(m.collective[0], m.collective[1]) for m in ms]  # type: ignore[index]
     sizes = [m.collective[2] for m in ms]  # type: ignore[index]
     points = [(float(i), m.measured) for i, m in enumerate(ms)]
@@ -557,6 +552,16 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
     return {lat_name: min(alpha * 1e6, BOUNDS[lat_name][1])}
 
 
+def _line_rate(level: str, net: dict[str, Any], start: dict[str, Any]) -> float:
+    """Bytes per second of a level's link as the closed forms read it: the machines'
+    NICs (`inter_gbps`, required) or a GPU's link inside one (its default by kind)."""
+    if level == "inter":
+        if "inter_gbps" not in net:
+            raise ConfigError(NEED_INTER_GBPS)
+        return float(net["inter_gbps"]) * 1e9 / 8
+    return float(start["intra_gbs"] or INTRA_DEFAULT_GBS[start.get("intra", "nvlink")]) * 1e9
+
+
 def _exact_overridden(
     ms: list[Measurement],
     moved: list[int],
@@ -571,12 +576,7 @@ def _exact_overridden(
     point's row holding only what moves it (`steps` for alpha unless its latency is
     fixed, `factor x bytes / B` for u unless its efficiency is); the fixed part of its
     time taken off its measured time. None where the points leave the pair singular."""
-    if level == "inter":
-        if "inter_gbps" not in net:
-            raise ConfigError(NEED_INTER_GBPS)
-        B = net["inter_gbps"] * 1e9 / 8
-    else:
-        B = (start["intra_gbs"] or INTRA_DEFAULT_GBS[start.get("intra", "nvlink")]) * 1e9
+    B = _line_rate(level, net, start)
     saa = sau = suu = sar = sur = 0.0
     for i in moved:
         m = ms[i]

@@ -299,12 +299,13 @@ def _load(
     return cells_frame(tables), left_out
 
 
-def _figures(df: pd.DataFrame) -> list[tuple[str, str, Any]]:
-    """The run page's figures that have something to show: (id, heading, figure)."""
+def _figures(df: pd.DataFrame, cells: pd.DataFrame) -> list[tuple[str, str, Any]]:
+    """The run page's figures that have something to show: (id, heading, figure), drawn
+    from `cells`, the run's `per_cell` (computed once for the page)."""
     if df.empty or not (df["status"] == "ok").any():
         return []
     ok = df[df["status"] == "ok"]
-    df = per_cell(df)  # once, for every figure
+    df = cells
     out: list[tuple[str, str, Any]] = [("breakdown", "Time breakdown", F.breakdown_figure(df))]
     if ok["gpus"].nunique() > 1:
         out.append(("scaling", "Scaling", F.scaling_figure(df)))
@@ -435,12 +436,13 @@ def write_report(
     rows = (
         None if cells.empty else f"window.GC_RESULTS = {script_json(table_data(cells, details))};"
     )
-    entries = headline(df)
+    summary = per_cell(df)  # once, for the headline and every figure
+    entries = headline(summary)
     _write_if_changed(run_out / "headline.json",
                       json.dumps(_finite(entries), indent=1).encode())  # fmt: skip
     page = _run_page(
         suite, named, manifest, df, cells, details, left_out, all_cells, self_contained,
-        rows if self_contained else None, headline_html(entries),
+        rows if self_contained else None, summary, headline_html(entries),
     )  # fmt: skip
     if rows is not None:
         _write_if_changed(run_out / "results.csv", df.to_csv(index=False).encode())
@@ -466,10 +468,12 @@ def _run_page(
     all_cells: bool,
     self_contained: bool,
     inline_rows: str | None,
+    summary: pd.DataFrame,
     top: str = "",
 ) -> str:
     """The run page; self-contained, it holds plotly, the script, the stylesheet and the
-    table's rows (`inline_rows`, a script). `top`: the headline, first after the title."""
+    table's rows (`inline_rows`, a script); its figures are drawn from `summary`, the
+    run's `per_cell`. `top`: the headline, first after the title."""
     shown = df["cell_id"].nunique() if not df.empty else 0
     n_failed = int((df.drop_duplicates("cell_id")["status"] != "ok").sum()) if not df.empty else 0
     grid = manifest.get("grid")
@@ -514,7 +518,7 @@ def _run_page(
             '<a href="results.csv" download>CSV</a> · '
             '<a href="results.parquet" download>parquet</a></p>'
         )
-    figures = _figures(df)
+    figures = _figures(df, summary)
     if figures:
         parts.append("<nav>" + "".join(
             f'<a href="#{fid}-h">{html.escape(title)}</a>' for fid, title, _ in figures

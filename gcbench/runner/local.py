@@ -190,7 +190,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
 def _first_lines_of_ray_errors() -> None:
     """Ray's driver prints every error its cluster publishes whole: a raylet that dies
     mid-run is its last 20 log lines of state dumps, twice, over the progress line. Keep
-    the first line of each (the run says the rest in its own error: `run._LOST`). Ray's
+    the first line of each (the run says the rest in its own error: `run.ClusterLost`). Ray's
     printer is module state of `ray._private.worker`; where a Ray release has none, the
     dumps print as Ray prints them."""
     import ray._private.worker as rw

@@ -327,8 +327,6 @@ def _run_locked(
     t0 = time.monotonic()
     if progress:
         progress(state)
-    global _LOST
-    _LOST = _lost_errors()
 
     def submit(cell: Cell) -> Any:
         return task.remote(cell.model_dump_json(), suite.repetitions, cell_fn)
@@ -390,7 +388,7 @@ def _drive(
             in_flight[submit(cell)] = cell
         try:
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
-        except _LOST as e:
+        except _lost_errors() as e:
             raise ClusterLost(f"{type(e).__name__}: {e}".splitlines()[0][:200]) from None
         for ref in ready:
             if finish(ref, in_flight.pop(ref)):
@@ -499,9 +497,6 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
     return (ray.exceptions.LocalRayletDiedError,)
 
 
-_LOST: tuple[type[BaseException], ...] = ()  # `_lost_errors()`, once ray is imported
-
-
 def _collect(
     ref: Any, cell: Cell, repetitions: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None, str | None]:
@@ -509,7 +504,7 @@ def _collect(
 
     try:
         out = ray.get(ref)
-    except _LOST as e:  # no cell's fault: the run stops, the cell stays to run again
+    except _lost_errors() as e:  # no cell's fault: the run stops, the cell stays to run again
         raise ClusterLost(f"{type(e).__name__}: {e}".splitlines()[0][:200]) from None
     except ray.exceptions.RayTaskError as e:
         cause = e.cause if getattr(e, "cause", None) is not None else e
