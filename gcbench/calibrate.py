@@ -20,18 +20,20 @@ every GPU of machines whose NICs are the bottleneck, as nccl-tests across nodes)
 a machine's GPU link. An end-to-end point is a cell, simulated.
 
 The fit minimises the sum of squared relative errors (a 30 us point counts as much as a
-300 ms one) over the parameters named by `--fit` (default: `inter_efficiency`) within
-their bounds: exactly (weighted least squares, `comm.calibrate.fit_affine`) when every
-point is a collective timing of one level and only that level's efficiency and latency
-are fitted, else by coordinate descent with golden-section searches, simulating every
-point at each step. A fit that cannot be made says so in one line: no points, a
-parameter that moves no point's prediction, a point gcbench cannot simulate. A
-parameter that ends on a bound is fitted but flagged (`bound_hits`), and so is one the
-points barely identify (`weak`: a 10% change of it moves no prediction by 1%; latency
-from large messages alone). On points made by gcbench's own model, the exact fit gives
-back the points and the parameters to 1e-6; the descent (it stops once a round gains
-under 1e-10 of the loss) the points to 1e-3 and the parameters it identifies to 1e-2:
-a parameter's valley with another of its level can be long and flat. Tests check both.
+300 ms one; `weighting="absolute"`: of squared errors in seconds, for points that are
+parts of one total, as `reproduce`'s per-bucket figure) over the parameters named by
+`--fit` (default: `inter_efficiency`) within their bounds: exactly (weighted least
+squares, `comm.calibrate.fit_affine`) when every point is a collective timing of one
+level and only that level's efficiency and latency are fitted, else by coordinate
+descent with golden-section searches, simulating every point at each step. A fit that
+cannot be made says so in one line: no points, a parameter that moves no point's
+prediction, a point gcbench cannot simulate. A parameter that ends on a bound is fitted
+but flagged (`bound_hits`), and so is one the points barely identify (`weak`: a 10%
+change of it moves no prediction by 1%; latency from large messages alone). On points
+made by gcbench's own model, the exact fit gives back the points and the parameters to
+1e-6; the descent (it stops once a round gains under 1e-10 of the loss) the points to
+1e-3 and the parameters it identifies to 1e-2: a parameter's valley with another of its
+level can be long and flat. Tests check both.
 """
 
 from __future__ import annotations
@@ -404,8 +406,16 @@ class FitResult:
 WEAK = 1e-2
 
 
-def _loss(pred: list[float], meas: list[float]) -> float:
-    return sum(((p - t) / t) ** 2 for p, t in zip(pred, meas, strict=True))
+Weighting = Literal["relative", "absolute"]
+
+
+def _weight(t: float, weighting: Weighting) -> float:
+    """A point's weight in the squared-error sums: relative errors weigh 1/t^2."""
+    return 1 / t**2 if weighting == "relative" else 1.0
+
+
+def _loss(pred: list[float], meas: list[float], weighting: Weighting = "relative") -> float:
+    return sum(_weight(t, weighting) * (p - t) ** 2 for p, t in zip(pred, meas, strict=True))
 
 
 def _r2(pred: list[float], meas: list[float]) -> float | None:
@@ -417,7 +427,8 @@ def _r2(pred: list[float], meas: list[float]) -> float | None:
     return 1 - res / tot if tot > 1e-12 * len(meas) else None
 
 
-def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitResult:
+def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
+        weighting: Weighting = "relative") -> FitResult:  # fmt: skip
     """Fit `params` to `ms` (see the module docstring)."""
     from gcbench.config.models import Network
 
@@ -464,7 +475,7 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
             if not mine:
                 continue
             got = _exact([m for m in ms if m.collective[3] == level], net, start_net,  # type: ignore[index]
-                         mine, level)  # fmt: skip
+                         mine, level, weighting)  # fmt: skip
             if got is None:
                 closed = None
                 break
@@ -475,10 +486,10 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
         outside = {p: v for p, v in values.items() if not BOUNDS[p][0] <= v <= BOUNDS[p][1]}
         if outside:  # the unconstrained optimum leaves gcbench's ranges: search inside them
             clamped = {p: min(max(v, BOUNDS[p][0]), BOUNDS[p][1]) for p, v in values.items()}
-            values = _descent(predict, meas, clamped, params)
+            values = _descent(predict, meas, clamped, params, weighting)
             method = "coordinate descent within the bounds (the least-squares optimum is outside)"
     else:
-        values = _descent(predict, meas, start, params)
+        values = _descent(predict, meas, start, params, weighting)
         method = "coordinate descent, golden-section searches"
     predicted = predict(values)
     hits = [p for p in params
@@ -496,7 +507,7 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str]) -> FitRes
 
 
 def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], params: list[str],
-           level: str) -> dict[str, float] | None:  # fmt: skip
+           level: str, weighting: Weighting = "relative") -> dict[str, float] | None:  # fmt: skip
     """Weighted least squares over the collective timings of one level, in closed form,
     with each point's link as its prediction reads it: where a profile's override fixes
     a collective's efficiency or latency, its points take the override's value (and a
@@ -521,7 +532,7 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
         if (eff_name in params and not effs[i][1]) or (lat_name in params and not lats[i][1])
     ]
     if len(params) == 2 and any(effs[i][1] or lats[i][1] for i in moved):
-        return _exact_overridden(ms, moved, effs, lats, net, start, level)
+        return _exact_overridden(ms, moved, effs, lats, net, start, level, weighting)
     ms = [ms[i] for i in moved]
     fixed_eff = [effs[i][0] for i in moved]
     fixed_lat = [lats[i][0] for i in moved]
@@ -533,10 +544,10 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
     if lat_name in params and eff_name in params:
         if len(points) < 2:
             raise ConfigError(f"--fit: {lat_name} and {eff_name} together need 2 points or more")
-        f = fit_affine(points, B, lambda i: shapes[int(i)][0], line)
+        f = fit_affine(points, B, lambda i: shapes[int(i)][0], line, weighting=weighting)
         return {lat_name: f.link.latency_s * 1e6, eff_name: f.link.efficiency}
     if eff_name in params:  # latency fixed: an offset; u = 1/efficiency >= 1 in closed form
-        w = [1 / m.measured**2 for m in ms]
+        w = [_weight(m.measured, weighting) for m in ms]
         c = [line(i) for i in range(len(ms))]
         r = [m.measured - shapes[i][0] * fixed_lat[i] * 1e-6 for i, m in enumerate(ms)]
         scc = sum(wi * ci * ci for wi, ci in zip(w, c, strict=True))
@@ -544,7 +555,7 @@ def _exact(ms: list[Measurement], net: dict[str, Any], start: dict[str, Any], pa
         u = max(1.0, scr / scc) if scc > 0 else 1.0
         return {eff_name: 1 / u}
     # efficiency fixed: alpha = argmin, clamped to >= 0
-    w = [1 / m.measured**2 for m in ms]
+    w = [_weight(m.measured, weighting) for m in ms]
     a = [s[0] for s in shapes]
     r = [m.measured - line(i) / fixed_eff[i] for i, m in enumerate(ms)]
     den = sum(wi * ai * ai for wi, ai in zip(w, a, strict=True))
@@ -570,6 +581,7 @@ def _exact_overridden(
     net: dict[str, Any],
     start: dict[str, Any],
     level: str,
+    weighting: Weighting = "relative",
 ) -> dict[str, float] | None:
     """`_exact` for a level's latency and efficiency together where overrides fix one of
     them for some points: weighted least squares in (alpha, u = 1/efficiency), each
@@ -587,7 +599,7 @@ def _exact_overridden(
         r = m.measured - (steps * lats[i][0] * 1e-6 if lats[i][1] else 0.0) - (
             c / effs[i][0] if effs[i][1] else 0.0
         )
-        w = 1 / m.measured**2
+        w = _weight(m.measured, weighting)
         saa, sau, suu = saa + w * a * a, sau + w * a * u, suu + w * u * u
         sar, sur = sar + w * a * r, sur + w * u * r
     det = saa * suu - sau * sau
@@ -604,18 +616,19 @@ GOLDEN = (math.sqrt(5) - 1) / 2
 
 
 def _descent(predict: Callable[[dict[str, float]], list[float]], meas: list[float],
-             start: dict[str, float], params: list[str]) -> dict[str, float]:  # fmt: skip
+             start: dict[str, float], params: list[str],
+             weighting: Weighting = "relative") -> dict[str, float]:  # fmt: skip
     """Coordinate descent: a golden-section search of each parameter over its bounds in
     turn, until a round improves the loss by less than 1e-10 (at most 12 rounds)."""
     values = dict(start)
-    best = _loss(predict(values), meas)
+    best = _loss(predict(values), meas, weighting)
     for _ in range(12):
         before = best
         for p in params:
             lo, hi = BOUNDS[p]
 
             def f(x: float, p: str = p, now: dict[str, float] = values) -> float:
-                return _loss(predict({**now, p: x}), meas)
+                return _loss(predict({**now, p: x}), meas, weighting)
 
             a, b = lo, hi
             c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import html
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -196,6 +198,21 @@ def _designated(fig: dict[str, Any], bed: dict[str, Any]) -> list[Measurement]:
     ]
 
 
+def _fit_designated(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
+                    params: list[str]) -> Any:  # fmt: skip
+    """The fit of `params` on one figure. A per-bucket figure is one total (the sum of its
+    buckets' times, and scored so): its buckets are fitted by least squares of their
+    times, so the fit reproduces that total (least squares with a free latency term has
+    residuals summing to zero). Weighed relatively, the 2 MB bucket of 34 ms (which no
+    latency + size/bandwidth model puts beside the other five) counted as much as the
+    430 MB one of 603 ms: COVAP's designated total came out 23% under in sample, where
+    every other testbed's fit gives its figure back, and leaving one bucket out predicts
+    the two big buckets at 0.70 and 0.58 where least squares of times predicts buckets
+    2-5 within 15% (tests/test_calibration.py, within Table V alone)."""
+    return fit(_designated(fig, bed), net, params,
+               "absolute" if fig["metric"] == "bucket_comm_ms" else "relative")  # fmt: skip
+
+
 def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row], dict[str, Any]]:
     """Every figure of `path` as a Row, and per testbed what was fitted on what."""
     from gcbench.calibrate import resolved_network
@@ -222,7 +239,7 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
             raise ConfigError(f"{path}: testbed {name}: {len(designated)} figures marked fit: true")
         if designated:
             params = list(bed.get("fit_params") or ["inter_efficiency"])[:2]
-            result = fit(_designated(designated[0], bed), net, params)
+            result = _fit_designated(designated[0], bed, net, params)
             values = result.values
             fits[name] = {"figure": designated[0]["id"], "parameters": values,
                           "bound_hits": result.bound_hits, "method": result.method}  # fmt: skip
@@ -234,19 +251,118 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
                 predicted = predict(f, bed, values)
                 error = predicted / float(value) - 1
             elif ok and f["metric"] == "bucket_comm_ms":
-                from gcbench.comm.collectives import Link, collective_s
-                from gcbench.config.models import Network
-
-                n = Network.model_validate({**net, **values}).model_dump()
-                link = Link(n["inter_gbps"] * 1e9 / 8, n["inter_latency_us"] * 1e-6,
-                            n["inter_efficiency"])  # fmt: skip
-                predicted = 1e3 * sum(collective_s("allreduce", numel * 4.0, f["gpus"], link)
-                                      for numel, _ in f["buckets"])  # fmt: skip
+                predicted = _buckets_ms(f, net, values)
                 error = predicted / float(value) - 1
             rows.append(Row(f["id"], f["paper"], str(f["where"]), name, f["metric"],
                             None if value is None else float(value), predicted, error,
                             bool(f.get("fit")), ok, f.get("why", "")))  # fmt: skip
+        agree = consistency(figs, bed, net, values)
+        if agree is not None:
+            fits[name]["consistency"] = asdict(agree)
     return rows, fits
+
+
+def _buckets_ms(fig: dict[str, Any], net: dict[str, Any], values: dict[str, float]) -> float:
+    """A bucket_comm_ms figure as gcbench predicts it: each DDP bucket's flat allreduce."""
+    from gcbench.comm.collectives import Link, collective_s
+    from gcbench.config.models import Network
+
+    n = Network.model_validate({**net, **values}).model_dump()
+    link = Link(n["inter_gbps"] * 1e9 / 8, n["inter_latency_us"] * 1e-6, n["inter_efficiency"])
+    return 1e3 * sum(collective_s("allreduce", numel * 4.0, fig["gpus"], link)
+                     for numel, _ in fig["buckets"])  # fmt: skip
+
+
+@dataclass
+class Consistency:
+    """Whether a testbed's figures can hold under one setting of its first fitted
+    parameter (the others held at their fitted values): the value each figure alone needs
+    (None where no value within the parameter's bounds gives it); the value giving the
+    lowest median |error| over all the testbed's figures, designated included, and that
+    median; the value giving the lowest largest |error|, and that largest. Where the
+    median stays over 15% (the fidelity target per testbed), no value of the parameter
+    can meet it. A diagnosis, never a fit: the predictions stay the designated fit's."""
+
+    param: str
+    needs: dict[str, float | None]
+    best_median_at: float
+    best_median: float
+    best_worst_at: float
+    best_worst: float
+
+
+def _value_of(f: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
+              values: dict[str, float]) -> float:  # fmt: skip
+    if f["metric"] == "bucket_comm_ms":
+        return _buckets_ms(f, net, values)
+    return predict(f, bed, values)
+
+
+def _scan(errors: Callable[[float], list[float]], lo: float, hi: float,
+          score: Callable[[list[float]], float]) -> tuple[float, float]:  # fmt: skip
+    """(the value in [lo, hi] where `score(errors(v))` is least, that score): a
+    log-spaced scan (a median or a largest |error| has kinks a local search could stop
+    at), then a golden-section search between the best point's neighbours."""
+    from gcbench.calibrate import GOLDEN
+
+    lo = max(lo, hi * 1e-4)
+    grid = [lo * (hi / lo) ** (i / 32) for i in range(33)]
+    i = min(range(len(grid)), key=lambda k: score(errors(grid[k])))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    best = (score(errors(grid[i])), grid[i])
+    for _ in range(40):
+        c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+        fc, fd = score(errors(c)), score(errors(d))
+        best = min(best, (fc, c), (fd, d))
+        a, b = (a, d) if fc < fd else (c, b)
+    return best[1], best[0]
+
+
+def consistency(figs: list[dict[str, Any]], bed: dict[str, Any], net: dict[str, Any],
+                values: dict[str, float]) -> Consistency | None:  # fmt: skip
+    """The testbed's `Consistency`, or None where it has fewer than two figures to
+    compare or fits nothing."""
+    from gcbench.calibrate import BOUNDS
+
+    scored = [f for f in figs if f.get("expressible") is True and f.get("value")
+              and (f["metric"] in METRICS or f["metric"] == "bucket_comm_ms")]  # fmt: skip
+    if len(scored) < 2 or not values:
+        return None
+    param = str((bed.get("fit_params") or [next(iter(values))])[0])
+    needs: dict[str, float | None] = {}
+    for f in scored:
+        got = _fit_designated(f, bed, {**net, **values}, [param])
+        needs[f["id"]] = None if got.bound_hits else got.values[param]
+
+    @cache
+    def errors(v: float) -> list[float]:
+        return [abs(_value_of(f, bed, net, {**values, param: v}) / float(f["value"]) - 1)
+                for f in scored]  # fmt: skip
+
+    lo, hi = BOUNDS[param]
+    median_at, median = _scan(errors, lo, hi, statistics.median)
+    worst_at, worst = _scan(errors, lo, hi, max)
+    return Consistency(param, needs, median_at, median, worst_at, worst)
+
+
+# The per-testbed median |error| the fidelity issue (#31) asks of every testbed
+TESTBED_TARGET = 0.15
+
+
+def consistency_line(c: dict[str, Any], short: bool = False) -> str:
+    """A testbed's `Consistency` (as a dict) in words."""
+    n = len(c["needs"])
+    verdict = ("no value brings it within {:.0%}" if c["best_median"] > TESTBED_TARGET
+               else "within {:.0%}").format(TESTBED_TARGET)  # fmt: skip
+    line = (f"one {c['param']} for all {n} figures: the lowest median |error| any value gives "
+            f"is {c['best_median']:.1%} (at {c['best_median_at']:.3g}; {verdict}), the lowest "
+            f"largest {c['best_worst']:.1%} (at {c['best_worst_at']:.3g})")  # fmt: skip
+    if short:
+        return line
+    needs = ", ".join(
+        f"{fid} {'none in bounds' if v is None else f'{v:.3g}'}" for fid, v in c["needs"].items()
+    )
+    return f"{line}. Each figure alone needs: {needs}"
 
 
 def summary(rows: list[Row]) -> dict[str, Any]:
@@ -315,7 +431,9 @@ def write_page(rows: list[Row], fits: dict[str, Any], causes: dict[str, str], ou
         f"<li>{html.escape(name)}: fitted on <b>{html.escape(f['figure'])}</b>: "
         + html.escape(", ".join(f"{k} = {v:.4g}" for k, v in f["parameters"].items()))
         + (f" (on a bound: {html.escape(', '.join(f['bound_hits']))})" if f["bound_hits"] else "")
-        + f"; {html.escape(testbed_line(name, s))}</li>"
+        + f"; {html.escape(testbed_line(name, s))}"
+        + (f"<br>{html.escape(consistency_line(f['consistency']))}." if "consistency" in f else "")
+        + "</li>"
         for name, f in fits.items()
     )
     lines = []
@@ -345,7 +463,11 @@ def write_page(rows: list[Row], fits: dict[str, Any], causes: dict[str, str], ou
         "<h1>gcbench against the papers' published figures</h1>"
         '<p class="meta">Per testbed, at most two network parameters are fitted on one '
         "designated figure; every other figure is predicted out of sample. Figures, setups "
-        "and expressibility: suites/repro/published.yaml (written before any tuning).</p>"
+        "and expressibility: suites/repro/published.yaml (written before any tuning). Under "
+        "each testbed, the value of its first fitted parameter each figure would need alone, "
+        "and the best any one value does on all its figures: where even that misses, the "
+        "testbed's figures contradict each other under gcbench's model, and no fit can "
+        "hold them all.</p>"
         f"{head}<ul>{fitted}</ul><table><thead><tr>{header}</tr></thead><tbody>"
         + "".join(lines)
         + "</tbody></table></body></html>\n"

@@ -44,9 +44,10 @@ def test_every_figure_is_reproduced_or_says_why_not(result):
             assert r.predicted is not None, r.id
         else:
             assert r.predicted is None and r.why, r.id
-    # a designated end-to-end figure is met by its fit (COVAP's six buckets cannot all be)
+    # a designated figure is met by its fit (COVAP's six buckets cannot all be, but their
+    # total, which the figure is, is: least squares of their times)
     for r in rows:
-        if r.in_sample and r.metric != "bucket_comm_ms":
+        if r.in_sample:
             assert r.error == pytest.approx(0.0, abs=0.005), r.id
 
 
@@ -63,7 +64,7 @@ def test_every_reproduced_figure_is_pinned_and_every_miss_has_a_cause(result):
     causes = yaml.safe_load((ROOT / "suites/repro/causes.yaml").read_text())
     s = summary(rows)
     assert set(s["beyond_25pct"]) <= set(causes), set(s["beyond_25pct"]) - set(causes)
-    assert s["median_abs_error_out_of_sample"] == pytest.approx(0.086, abs=0.005)
+    assert s["median_abs_error_out_of_sample"] == pytest.approx(0.083, abs=0.005)
     assert s["median_abs_error_out_of_sample"] <= 0.15  # the issue's bound
 
 
@@ -184,3 +185,43 @@ def test_the_median_is_given_per_testbed_too(result):
         assert p["out_of_sample"] == len(mine)
         if mine:
             assert min(mine) <= p["median_abs_error"] <= max(mine)
+
+
+def test_bytecomps_nvlink_figures_need_contradicting_link_efficiencies(result):
+    """Issue #31: where a testbed's figures cannot all hold under one setting, show it
+    with the numbers. ByteComp's NVLink rows: BERT-base fp32 needs a link efficiency of
+    0.42, GPT2 fp32 0.13, GPT2 with DGC on the GPUs 0.03, and BERT with EFSignSGD on the
+    CPUs none at all; no one efficiency brings the testbed's median within 15%."""
+    _, fits = result
+    c = fits["bytecomp-nvlink-100g"]["consistency"]
+    needs = c["needs"]
+    assert c["param"] == "inter_efficiency"
+    assert needs["bytecomp-t1-bert-fp32"] == pytest.approx(0.4155, rel=1e-3)  # the fit's own
+    assert needs["bytecomp-t1-gpt2-fp32"] < 0.2 and needs["bytecomp-t1-bert-gc-cpu"] is None
+    assert c["best_median"] > 0.15 and c["best_worst"] >= c["best_median"]
+    # the ACP-SGD testbed, for contrast: one value can meet the target
+    assert fits["acpsgd-10gbe"]["consistency"]["best_median"] < 0.15
+
+
+def test_figures_made_by_the_model_at_one_setting_are_found_consistent(tmp_path):
+    """The check can fail the other way too: three ACP-SGD figures replaced by gcbench's
+    own predictions at inter_efficiency 0.5 are found to need 0.5 each, with a median
+    and a largest |error| of ~0 at 0.5, whatever the designated fit gives."""
+    from gcbench.repro import load, predict
+
+    data = load(PUBLISHED)
+    bed = data["testbeds"]["acpsgd-10gbe"]
+    keep = ["acpsgd-t3-bertbase-ssgd", "acpsgd-t3-resnet50-ssgd", "acpsgd-t3-bertlarge-acpsgd"]
+
+    def edit(d):
+        d["figures"] = [f for f in d["figures"] if f["id"] in keep]
+        for f in d["figures"]:
+            f["value"] = predict(f, bed, {"inter_efficiency": 0.5})
+
+    path = _published(tmp_path, edit)
+    _, fits = reproduce(path)
+    c = fits["acpsgd-10gbe"]["consistency"]
+    for fid in keep:
+        assert c["needs"][fid] == pytest.approx(0.5, rel=1e-3), fid
+    assert c["best_median"] < 1e-3 and c["best_worst"] < 1e-2
+    assert c["best_median_at"] == pytest.approx(0.5, rel=0.02)

@@ -137,6 +137,8 @@ def reproduce(
     for name, f in fits.items():
         values = ", ".join(f"{k} = {v:.4g}" for k, v in f["parameters"].items())
         typer.echo(f"  {name}: fitted on {f['figure']}: {values}; {repro.testbed_line(name, s)}")
+        if "consistency" in f:
+            typer.echo(f"    {repro.consistency_line(f['consistency'], short=True)}")
     for r in rows:
         if r.error is not None:
             mark = " (in sample)" if r.in_sample else ""
