@@ -63,6 +63,7 @@ class Testbed(_Strict):
     device: str
     gpus_per_machine: int = Field(ge=1, le=1024)
     cpu_cores: int = Field(16, ge=1, le=4096)
+    cpu_gbs: float | None = Field(None, gt=0, le=1e5)
     fit_params: list[Literal[FITTABLE]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["inter_efficiency"], max_length=2
     )
@@ -161,7 +162,8 @@ def _cell(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) ->
         "model": model, "device": bed["device"], "strategy": strategy,
         "compressor": fig.get("compressor", "none"),
         "cluster": {"machines": fig["gpus"] // g if fig.get("gpus") else 1,
-                    "gpus_per_machine": g, "cpu_cores": bed.get("cpu_cores", 16)},
+                    "gpus_per_machine": g, "cpu_cores": bed.get("cpu_cores", 16),
+                    "cpu_gbs": bed.get("cpu_gbs")},
         "network": {**bed.get("network", {}), **values},
     })  # fmt: skip
 

@@ -73,3 +73,38 @@ def test_bench_cli_measures_and_writes_a_table(tmp_path):
     ):
         r = CliRunner().invoke(app, ["bench", "compressors", *args])
         assert r.exit_code == 2 and msg in r.stderr
+
+
+def test_cpu_compression_is_the_measured_table_at_the_declared_cpus_bandwidth():
+    """Issue #31: CPU compression costs are gcbench's compressors measured on the 2-core
+    host (`cpu_table`, every compressor, both directions), a core taking twice the table's
+    time, slower in proportion where a declared CPU gives a core less memory bandwidth
+    than the host's 9.4 GB/s, never faster."""
+    from gcbench.backends.simulate import HOST_CORE_GBS, costs_for, cpu_core_factor
+    from gcbench.compress.costs import cpu_table
+    from gcbench.compress.registry import names
+    from gcbench.config import Cell
+
+    table = cpu_table()
+    assert table.device_key == "cpu" and set(names()) <= set(table.compress)
+    assert set(names()) <= set(table.decompress)
+    assert HOST_CORE_GBS == pytest.approx(9.4)
+
+    def cell(**cluster):
+        return Cell.model_validate({
+            "model": {"name": "resnet50"}, "compressor": "efsignsgd", "strategy": "allgather",
+            "network": {"inter_gbps": 25},
+            "cluster": {"machines": 2, "gpus_per_machine": 8, "cpu_cores": 48, **cluster}})
+
+    xeon = cell(cpu_gbs=281.6)  # ByteComp's 2 x Xeon 8260: 5.87 GB/s a core
+    assert cpu_core_factor(cell().cluster) == 2.0
+    assert cpu_core_factor(xeon.cluster) == pytest.approx(2 * 9.4 / (281.6 / 48))
+    assert cpu_core_factor(cell(cpu_gbs=10_000).cluster) == 2.0  # never faster than the host
+    n = 2**20
+    for c in (cell(), xeon):
+        costs = costs_for(c)
+        f = cpu_core_factor(c.cluster)
+        assert costs.cpu_compress_s(n) == pytest.approx(
+            table.compress["efsignsgd"].seconds(4 * n) * f)
+        assert costs.cpu_decompress_s(n) == pytest.approx(
+            table.decompress["efsignsgd"].seconds(4 * n) * f)

@@ -25,9 +25,23 @@ from gcbench.sim.trace import Span
 from gcbench.zoo.devices import DEVICES
 from gcbench.zoo.profile import ModelProfile, model_profile
 
-# gcbench's CPU cost table (`gpu_table("cpu")`) models this project's 2-core reference
-# host running torch's intra-op threads on both cores; one core of a pool takes twice that.
+# gcbench's CPU cost table (`costs.cpu_table`) was measured on this project's 2-core host
+# running torch's intra-op threads on both cores; one core of a pool takes twice that.
 CPU_TABLE_CORES = 2
+# GB/s of memory bandwidth each of that host's cores streams (the device table's `cpu`
+# entry: a 64 MiB copy on both cores, benchmarks/measure_cpu.py)
+HOST_CORE_GBS = DEVICES["cpu"].mem_bandwidth_gbs / CPU_TABLE_CORES
+
+
+def cpu_core_factor(cluster: Any) -> float:
+    """How many times the table's time one core of `cluster`'s machines takes: twice (a
+    core of the 2-core host), times how much less memory bandwidth each core gets where
+    the cluster declares its CPUs' (`cpu_gbs` shared by `cpu_cores`). Compression is
+    streaming, memory-bound work; a core is never taken to be faster than the host's."""
+    factor = float(CPU_TABLE_CORES)
+    if cluster.cpu_gbs is not None:
+        factor *= max(1.0, HOST_CORE_GBS / (cluster.cpu_gbs / cluster.cpu_cores))
+    return factor
 
 
 @dataclass
@@ -146,9 +160,10 @@ def costs_for(cell: Cell, option: Option | None = None) -> Costs:
 
 def _compressor_costs(cell: Cell) -> dict[str, Any]:
     from gcbench.compress import create
-    from gcbench.compress.costs import gpu_table
+    from gcbench.compress.costs import cpu_table, gpu_table
 
-    table, cpu = gpu_table(cell.device), gpu_table("cpu")
+    table, cpu = gpu_table(cell.device), cpu_table()
+    per_core = cpu_core_factor(cell.cluster)
     kind = cell.compressor.kind
     if cell.compressor_costs is not None:  # measured on this GPU: replaces the roofline
         table = _measured_table(cell.compressor_costs.file, cell.compressor_costs.sha256)
@@ -171,8 +186,8 @@ def _compressor_costs(cell: Cell) -> dict[str, Any]:
     out: dict[str, Any] = {
         "compress_s": lambda numel: comp.seconds(4 * numel),
         "decompress_s": lambda numel: dec.seconds(4 * numel),
-        "cpu_compress_s": lambda numel: cpu_comp.seconds(4 * numel) * CPU_TABLE_CORES,
-        "cpu_decompress_s": lambda numel: cpu_dec.seconds(4 * numel) * CPU_TABLE_CORES,
+        "cpu_compress_s": lambda numel: cpu_comp.seconds(4 * numel) * per_core,
+        "cpu_decompress_s": lambda numel: cpu_dec.seconds(4 * numel) * per_core,
         "payload_bytes": payload_bytes,
         "additive": compressor.additive,
         "splittable": compressor.splittable,

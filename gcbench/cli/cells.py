@@ -34,6 +34,7 @@ CLUSTER_FLAGS = {
     "gpus_per_machine": "--gpus-per-machine",
     "cpu_servers": "--cpu-servers",
     "cpu_cores": "--cpu-cores",
+    "cpu_gbs": "--cpu-gbs",
     "summation_gbs": "--summation-gbs",
 }
 MODEL_FLAGS = {
@@ -116,6 +117,11 @@ def simulate(
     ] = None,
     cpu_cores: Annotated[
         int | None, opt("--cpu-cores", "CPU-compression cores per machine (default 16).")
+    ] = None,
+    cpu_gbs: Annotated[
+        float | None,
+        opt("--cpu-gbs", "GB/s of memory bandwidth of a machine's CPUs (default: as the "
+            "measured 2-core host per core, 9.4 GB/s a core)."),
     ] = None,
     summation_gbs: Annotated[
         float | None, opt("--summation-gbs", "GB/s a CPU server sums (default: ample).")

@@ -10,6 +10,12 @@ Two sources, each stating itself in `CostTable.source`:
   is (`h100`, `a100`, ...; None for a GPU the table lacks), so that the simulator can use
   it for that device in place of the roofline; `table_from_json` reads a written table
   (`config.models.read_costs` loads one for a cell).
+- **CPU, measured** (`cpu_table`): `gcbench/data/cpu-costs.json`, gcbench's compressors
+  timed on this project's 2-core host by `benchmarks/measure_cpu_costs.py` (the median of
+  5 runs per point), the costs of CPU compression and of CPU servers'. It replaced the
+  device table's `cpu` entry under the GPU roofline, which carried the ByteComp authors'
+  V100 kernel factors onto the CPU: 8-30x slower than gcbench's own CPU compressors
+  measured here (EFSignSGD, onebit; BENCHMARKS.md).
 - **GPU roofline** (`gpu_table`): bytes through device memory / (bandwidth x the device
   table's memory efficiency) + a launch latency per kernel, per compressor from the
   traffic and kernel counts in `ROOFLINE`. For the compressors the ByteComp authors
@@ -26,6 +32,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 SIZES = tuple(2**e for e in range(10, 27, 2))  # 2^10 .. 2^26 elements
 
@@ -301,6 +308,17 @@ def _roofline_s(name: str, numel: int, dev: object, which: int) -> float:
     traffic, kernels = ROOFLINE[name][2 * which], ROOFLINE[name][2 * which + 1]
     bw = dev.mem_bandwidth_gbs * 1e9 * dev.memory_efficiency  # type: ignore[attr-defined]
     return traffic * numel / bw + kernels * dev.kernel_overhead_us * 1e-6  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=1)
+def cpu_table() -> CostTable:
+    """gcbench's compressors measured on this project's 2-core host (torch's threads on
+    both cores): the table CPU compression is simulated with (see the module docstring)."""
+    import json
+    from importlib import resources
+
+    raw = resources.files("gcbench.data").joinpath("cpu-costs.json").read_text()
+    return table_from_json(json.loads(raw))
 
 
 def gpu_table(device: str) -> CostTable:

@@ -216,6 +216,12 @@ class Cluster(Frozen):
     gpus_per_machine: Whole = Field(8, ge=1, le=MAX_GPUS_PER_MACHINE)
     cpu_servers: Whole = Field(0, ge=0, le=MAX_GPUS)
     cpu_cores: Whole = Field(16, ge=1, le=MAX_CORES, description="CPU-compression pool per machine")
+    cpu_gbs: Rate | None = Field(
+        None,
+        description="GB/s of memory bandwidth of one machine's CPUs (all sockets), shared "
+        "by its cpu_cores; CPU compression slows where a core gets less than the measured "
+        "host's 9.4 (default: as that host)",
+    )
     summation_gbs: Rate | None = Field(
         None,
         description="GB/s each CPU server sums (input bytes); default: never the bottleneck",
@@ -600,6 +606,7 @@ class Cell(Frozen):
             "gpus": c.gpus,
             "cpu_servers": c.cpu_servers,
             "cpu_cores": c.cpu_cores,
+            "cpu_gbs": c.cpu_gbs,
             "summation_gbs": c.summation_gbs,
             "intra": n.intra,
             "intra_gbs": n.intra_gbs,

@@ -60,6 +60,7 @@ LABEL_ORDER = (
     "nics_per_machine",
     "server_gbps",
     "cpu_cores",
+    "cpu_gbs",
     "summation_gbs",
     "seed",
     "mode",
@@ -84,6 +85,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "nics_per_machine": ("", " NICs"),
     "server_gbps": ("servers ", " Gbps"),
     "cpu_cores": ("", " CPU cores"),
+    "cpu_gbs": ("CPUs ", " GB/s"),
     "summation_gbs": ("summation ", " GB/s"),
     "seed": ("seed ", ""),
 }

@@ -36,6 +36,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "gpus",
     "cpu_servers",
     "cpu_cores",
+    "cpu_gbs",
     "summation_gbs",
     "intra",
     "intra_gbs",
@@ -116,7 +117,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 NUMERIC_COLUMNS: tuple[str, ...] = (
     "batch_size", "seq_len", "machines", "gpus_per_machine", "gpus", "cpu_servers",
-    "cpu_cores", "summation_gbs", "intra_gbs", "intra_latency_us", "intra_efficiency",
+    "cpu_cores", "cpu_gbs", "summation_gbs", "intra_gbs", "intra_latency_us", "intra_efficiency",
     "inter_gbps", "inter_latency_us", "inter_efficiency", "nics_per_machine", "server_gbps",
     "compute_scale", "seed",
     *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit")),
