@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import gcbench.hooks
+from gcbench.cluster import ddp_hooks
 
 # every kind, at the presets' parameters where there is one; topk keeping everything is
 # lossless, so its averaged gradients must be DDP's own
@@ -111,7 +112,7 @@ def test_each_hook_averages_what_the_library_compresses_sums_and_decompresses(tr
     r0, r1 = trained
     checked = 0
     for spec in SPECS:
-        s = gcbench.hooks._spec(spec)
+        s = ddp_hooks.spec_of(spec)
         if not r0[spec][2] or s.kind in ("covap", "acpsgd", "powersgd"):
             continue  # torch's hooks, and the multi-round and sharded kinds
         for (b, g0, got0), (b1, g1, got1) in zip(r0[spec][2], r1[spec][2], strict=True):

@@ -194,6 +194,7 @@ def test_one_record_schema_for_simulator_runner_store_and_docs(tmp_path):
         COLUMNS,
         CONFIG_COLUMNS,
         EMULATE_METRICS,
+        MEASURE_METRICS,
         METRIC_COLUMNS,
     )
     from gcbench.runner import execute_cell
@@ -203,7 +204,9 @@ def test_one_record_schema_for_simulator_runner_store_and_docs(tmp_path):
     c = a_cell()
     assert tuple(c.flat()) == CONFIG_COLUMNS
     rows, _, _ = execute_cell(c, 1)
-    assert set(rows[0]) - {"repetition"} == set(METRIC_COLUMNS) - set(EMULATE_METRICS)
+    assert set(rows[0]) - {"repetition"} == (
+        set(METRIC_COLUMNS) - set(EMULATE_METRICS) - set(MEASURE_METRICS)
+    )
     row = record(
         suite="s",
         cell_id=c.id,

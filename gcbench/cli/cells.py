@@ -175,9 +175,11 @@ def simulate(
         str,
         typer.Option(
             "--mode",
-            help="simulate (the timeline model), or emulate: run the cell on local Ray "
+            help="simulate (the timeline model); emulate: run the cell on local Ray "
             "actors, one per GPU, with real gradients, compressors and gloo collectives "
-            "on loopback, timed on the virtual clock; prints the aggregation error too.",
+            "on loopback, timed on the virtual clock (prints the aggregation error too); "
+            "measure: train the zoo model with DDP on local Ray actors, the compressor a "
+            "DDP hook, and time it (prints the simulator's prediction beside it).",
         ),
     ] = "simulate",
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -186,7 +188,7 @@ def simulate(
     time, throughput, scaling factor and the compute / compression / communication
     breakdown. Every network and cluster field of a suite cell has a flag, validated as
     in suites. --trace writes the timeline for chrome://tracing or Perfetto. --mode
-    emulate runs the cell on Ray actors instead (see --mode)."""
+    emulate and --mode measure run the cell on Ray actors instead (see --mode)."""
     with errors():
         given = [f for f, v in (("--strategy", strategy), ("--option", option),
                                 ("--plan", plan_file)) if v is not None]  # fmt: skip
@@ -198,11 +200,12 @@ def simulate(
         if strategy is None:
             strategy = ("byteps-compress" if cpu_servers else "allgather") if replaced else "fp32"
         cell = _flags_cell({**locals(), "strategy": strategy})
-        if cell.emulated:
+        if cell.emulated or cell.measured_ddp:
             used = [f for f, v in (("--option", option), ("--plan", plan_file),
                                    ("--trace", trace)) if v is not None]  # fmt: skip
             if used:
-                raise ConfigError([f"{', '.join(used)}: not with --mode emulate yet"])
+                how = "measure" if cell.measured_ddp else "emulate"
+                raise ConfigError([f"{', '.join(used)}: not with --mode {how} yet"])
         from gcbench.backends.simulate import simulate_cell
         from gcbench.sim.chrome import shown_note
 
@@ -228,7 +231,7 @@ def simulate(
             _compressor_used(compressor, cell, chosen)
         if trace is not None:
             writable(trace, "--trace")
-        if cell.emulated:
+        if cell.emulated or cell.measured_ddp:
             result = _emulate(cell)
         else:
             result = simulate_cell(cell, chosen, planned)

@@ -14,12 +14,20 @@ from gcbench.cli.common import JSON_HELP, app, dumps, errors, opt
 @app.command()
 def calibrate(
     points: Annotated[
-        Path,
+        Path | None,
         typer.Argument(
             help="Measurements: a POINTS YAML file (docs/calibration.md) or an nccl-tests "
-            "*_perf output, read as is."
+            "*_perf output, read as is (or --from a measured run)."
         ),
-    ],
+    ] = None,
+    from_run: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="A run folder of measured cells (mode: measure): fit on every other cell, "
+            "score on the rest, and print both errors beside the default's.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the fitted network profile here.")
     ] = None,
@@ -58,6 +66,9 @@ def calibrate(
     from gcbench.files import atomic_write, check_writable
 
     params = [p.strip() for p in fit.split(",") if p.strip()]
+    if from_run is not None or points is None:
+        _calibrate_from(points, from_run, params, out, json_out)
+        return
     with errors():
         if out is not None:
             check_writable(out, "--out", file=True)
@@ -95,6 +106,37 @@ def calibrate(
             "gcbench does not allow (check the line rates)",
             err=True,
         )
+    if out is not None:
+        typer.echo(f"profile: {out}")
+
+
+def _calibrate_from(points: Path | None, run: Path | None, params: list[str],
+                    out: Path | None, json_out: bool) -> None:  # fmt: skip
+    """`calibrate --from RUN`: fitted on some measured cells, scored on the others."""
+    from gcbench.calibrate_run import from_run
+    from gcbench.config.network_profile import dump_network_profile
+    from gcbench.errors import ConfigError
+    from gcbench.files import atomic_write, check_writable
+
+    with errors():
+        if (points is None) == (run is None):
+            raise ConfigError(["give POINTS or --from RUN, one of them"])
+        assert run is not None
+        if out is not None:
+            check_writable(out, "--out", file=True)
+        profile, report = from_run(run, params)
+        if out is not None:
+            atomic_write(out, dump_network_profile(profile).encode())
+    if json_out:
+        typer.echo(dumps(profile.model_dump(exclude_none=True), indent=1))
+        return
+    values = ", ".join(f"{k} = {v:g}" for k, v in report["parameters"].items())
+    typer.echo(f"fitted {values} on {report['fitted_on']} measured cells; scored on "
+               f"{report['scored_on']} others")  # fmt: skip
+    for split in ("out_of_sample", "in_sample"):
+        e = report[split]
+        typer.echo(f"  {split.replace('_', ' ')}: median |error| {e['default']:.1%} with the "
+                   f"cells' own network, {e['fitted']:.1%} fitted")  # fmt: skip
     if out is not None:
         typer.echo(f"profile: {out}")
 

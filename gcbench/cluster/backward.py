@@ -111,7 +111,7 @@ class Backward:
         try:
             self._sync()
             t0 = time.perf_counter()
-            loss = _loss(self.model(inputs), g)
+            loss = batch_loss(self.model(inputs), g)
             self._sync()
             t1 = time.perf_counter()
             loss.backward()
@@ -261,7 +261,7 @@ def held_out_peaks(
     return _observed("peaks", profile, seed, label, summed, summarise)
 
 
-def _loss(out: Any, g: torch.Generator) -> torch.Tensor:
+def batch_loss(out: Any, g: torch.Generator) -> torch.Tensor:
     """Cross-entropy against random labels where the output holds class scores (the last
     dimension), else the mean of the outputs (a tuple's summed)."""
     if isinstance(out, torch.Tensor) and out.dim() >= 2 and out.shape[-1] > 1:

@@ -333,6 +333,42 @@ def _attempt(
     """One attempt on fresh actors: every worker's result by rank, the start-up seconds
     and the servers' nodes. The actors and their placement groups are released whatever
     happens."""
+    from gcbench.cluster.worker import Worker
+
+    def call(workers: list[Any], servers: list[Any]) -> list[Any]:
+        return [w.run.remote(cell, steps, keep, servers, plan, held) for w in workers]
+
+    return _on_actors(cell, Worker, call, timeout_s)
+
+
+def run_actors(cell: Cell, actor_cls: Any, call: Any, timeout_s: float = 600.0) -> list[Any]:
+    """`call(actor)` on one fresh `actor_cls(rank, world, gpus, port, host=...)` per GPU
+    of `cell`, placed as the emulated workers are: their results by rank. A dead actor
+    fails the attempt; the cell runs again on fresh actors, `ATTEMPTS` times in all."""
+    from ray.exceptions import RayActorError
+
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            results, _, _ = _on_actors(
+                cell, actor_cls, lambda workers, _: [call(w) for w in workers], timeout_s
+            )
+            return results
+        except RayActorError as e:
+            if attempt == ATTEMPTS:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise RuntimeError(
+                    f"{cell.mode}: a worker died in each of {ATTEMPTS} attempts: {first}"
+                ) from None
+    raise AssertionError("unreachable")
+
+
+def _on_actors(
+    cell: Cell, actor_cls: Any, call: Any, timeout_s: float
+) -> tuple[list[dict[str, Any]], float, list[str]]:
+    """Place one `actor_cls` per GPU of `cell` (and its summation servers), wait for them
+    to start, and gather `call(workers, servers)`: the results by rank, the start-up
+    seconds and the servers' nodes. The actors and their placement groups are released
+    whatever happens."""
     import ray
     from ray.util.placement_group import (
         placement_group,
@@ -342,7 +378,6 @@ def _attempt(
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from gcbench.cluster.server import Server
-    from gcbench.cluster.worker import Worker
 
     machines, gpus = cell.cluster.machines, cell.cluster.gpus_per_machine
     world = machines * gpus
@@ -388,7 +423,7 @@ def _attempt(
         alive = [n for n in ray.nodes() if n.get("Alive")]
         host = rendezvous_host(alive, [nodes[m] for m in range(machines)])
         t0 = time.perf_counter()
-        actor: Any = ray.remote(Worker)
+        actor: Any = ray.remote(actor_cls)
         workers = [
             actor.options(
                 num_cpus=WORKER_CPUS,
@@ -414,11 +449,7 @@ def _attempt(
         _gather([w.ready.remote() for w in workers] + up, timeout_s, "start")
         server_nodes = ray.get(up)  # answered already: in the servers' order
         startup_s = time.perf_counter() - t0
-        results = _gather(
-            [w.run.remote(cell, steps, keep, servers, plan, held) for w in workers],
-            timeout_s,
-            "finish",
-        )
+        results = _gather(call(workers, servers), timeout_s, "finish")
     finally:
         for a in workers + servers:
             ray.kill(a)

@@ -346,6 +346,63 @@ class _WallStep:
             self.handed.put(None)
 
 
+def join(rank: int, world: int, gpus: int, port: int, timeout_s: float = 30.0,
+         host: str = LOOPBACK, backend: str = "gloo") -> tuple[Groups, Any]:
+    """Join the cell's process groups as rank `rank` of `world`, `gpus` to a machine (the
+    module docstring): its `Groups`, and rank 0's listening socket (None elsewhere),
+    which must stay open while the store serves on it."""
+    if host == LOOPBACK:  # one host: gloo's pairs on loopback too
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    else:  # the interface holding this node's Ray address (the hostname may resolve
+        # to 127.0.1.1, which gloo would announce to the other hosts)
+        import ray
+
+        address = ray.util.get_node_ip_address()
+        name = interface_of(address)
+        if name is not None:
+            os.environ["GLOO_SOCKET_IFNAME"] = name
+        else:  # gloo resolves the hostname, which may name a loopback address
+            warnings.warn(
+                f"emulate: no interface holds {address} as its IPv4 address; gloo "
+                "picks one from the hostname (set GLOO_SOCKET_IFNAME if peers time out)",
+                stacklevel=2,
+            )
+    timeout = datetime.timedelta(seconds=timeout_s)
+    listen = None
+    if rank == 0:  # the rendezvous store on a socket of ours: torch's binds every address
+        listen = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listen.bind((host, port))
+        listen.listen(world)
+    store = dist.TCPStore(
+        host,
+        port,
+        world,
+        is_master=rank == 0,
+        timeout=timeout,
+        master_listen_fd=None if listen is None else listen.fileno(),
+    )
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    machines = world // gpus
+    intra = inter = None
+    for m in range(machines):
+        g = dist.new_group(list(range(m * gpus, (m + 1) * gpus)))
+        if rank // gpus == m:
+            intra = g
+    for j in range(gpus):
+        g = dist.new_group([m * gpus + j for m in range(machines)])
+        if rank % gpus == j:
+            inter = g
+    groups = Groups(
+        flat=dist.group.WORLD,
+        intra=intra,
+        inter=inter,
+        sizes={"flat": world, "intra": gpus, "inter": machines},
+        ranks={"flat": rank, "intra": rank % gpus, "inter": rank // gpus},
+    )
+    return groups, listen
+
+
 class Worker:
     """One emulated GPU: rank `rank` of `world`, `gpus` to a machine."""
 
@@ -358,58 +415,9 @@ class Worker:
         timeout_s: float = 30.0,
         host: str = LOOPBACK,
     ):
-        if host == LOOPBACK:  # one host: gloo's pairs on loopback too
-            os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-        else:  # the interface holding this node's Ray address (the hostname may resolve
-            # to 127.0.1.1, which gloo would announce to the other hosts)
-            import ray
-
-            address = ray.util.get_node_ip_address()
-            name = interface_of(address)
-            if name is not None:
-                os.environ["GLOO_SOCKET_IFNAME"] = name
-            else:  # gloo resolves the hostname, which may name a loopback address
-                warnings.warn(
-                    f"emulate: no interface holds {address} as its IPv4 address; gloo "
-                    "picks one from the hostname (set GLOO_SOCKET_IFNAME if peers time out)",
-                    stacklevel=2,
-                )
         torch.set_num_threads(1)  # the workers share the host's cores
         self.rank, self.world, self.gpus = rank, world, gpus
-        timeout = datetime.timedelta(seconds=timeout_s)
-        listen = None
-        if rank == 0:  # the rendezvous store on a socket of ours: torch's binds every address
-            listen = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listen.bind((host, port))
-            listen.listen(world)
-        store = dist.TCPStore(
-            host,
-            port,
-            world,
-            is_master=rank == 0,
-            timeout=timeout,
-            master_listen_fd=None if listen is None else listen.fileno(),
-        )
-        self._listen = listen  # kept open while the store serves on it
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
-        machines = world // gpus
-        intra = inter = None
-        for m in range(machines):
-            g = dist.new_group(list(range(m * gpus, (m + 1) * gpus)))
-            if rank // gpus == m:
-                intra = g
-        for j in range(gpus):
-            g = dist.new_group([m * gpus + j for m in range(machines)])
-            if rank % gpus == j:
-                inter = g
-        self.groups = Groups(
-            flat=dist.group.WORLD,
-            intra=intra,
-            inter=inter,
-            sizes={"flat": world, "intra": gpus, "inter": machines},
-            ranks={"flat": rank, "intra": rank % gpus, "inter": rank // gpus},
-        )
+        self.groups, self._listen = join(rank, world, gpus, port, timeout_s, host)
 
     def run(
         self,

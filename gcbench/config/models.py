@@ -119,8 +119,8 @@ def _check_precision(model: ModelSpec, device: str, measured_compute: bool) -> N
         raise ValueError(f"{model.name}: precision amp-bf16: {device} has no BF16 tensor "
                          "cores (Ampere and later have)")  # fmt: skip
     if precision != "fp32" and measured_compute:
-        raise ValueError(f"{model.name}: precision {precision}: compute_time: measured runs "
-                         "the model in fp32 on the actors")  # fmt: skip
+        raise ValueError(f"{model.name}: precision {precision}: real iterations on the "
+                         "actors (mode: measure, compute_time: measured) run in fp32")  # fmt: skip
 
 
 def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
@@ -357,10 +357,11 @@ class Suite(Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
     description: str = ""
-    mode: Literal["simulate", "emulate"] = Field(
+    mode: Literal["simulate", "emulate", "measure"] = Field(
         "simulate",
-        description="simulate (the timeline model) or emulate (Ray actors, one per GPU, "
-        "with real gradients, compressors and collectives)",
+        description="simulate (the timeline model), emulate (Ray actors, one per GPU, "
+        "with real gradients, compressors and collectives) or measure (the zoo model "
+        "trained with DDP on one Ray actor per GPU, the compressor as a DDP hook, timed)",
     )
     clock: Literal["virtual", "wall"] = Field(
         "virtual",
@@ -402,8 +403,8 @@ class Suite(Frozen):
     def _precision_here(cls, grid: Grid, info: ValidationInfo) -> Grid:
         """Each model's precision on the suite's device (`_check_precision`)."""
         device = info.data.get("device")
-        measured = info.data.get("mode") == "emulate" and (
-            info.data.get("compute_time") == "measured"
+        measured = info.data.get("mode") == "measure" or (
+            info.data.get("mode") == "emulate" and info.data.get("compute_time") == "measured"
         )
         if isinstance(device, str):  # (a bad device is its own error)
             for model in grid.model:
@@ -447,6 +448,11 @@ class Suite(Frozen):
         """The suite's cells run on Ray actors (`Cell.emulated`)."""
         return self.mode == "emulate"
 
+    @property
+    def measured_ddp(self) -> bool:
+        """The suite's cells train for real with DDP (`Cell.measured_ddp`)."""
+        return self.mode == "measure"
+
     def how(self) -> dict[str, Any]:
         """How the suite's cells run, as their fields: mode, clock and compute time."""
         return {"mode": self.mode, "clock": self.clock, "compute_time": self.compute_time}
@@ -468,7 +474,7 @@ class Cell(Frozen):
     strategy: Strategy
     fusion: Fusion = "ddp"
     device: DeviceName = "v100"
-    mode: Literal["simulate", "emulate"] = "simulate"
+    mode: Literal["simulate", "emulate", "measure"] = "simulate"
     # emulate only (issue #14): the clock the iteration is timed on, and where compute
     # and (de)compression times come from
     clock: Literal["virtual", "wall"] = "virtual"
@@ -529,7 +535,7 @@ class Cell(Frozen):
     @model_validator(mode="after")
     def _emulation(self) -> Cell:
         """`clock` and `compute_time` belong to emulation."""
-        if self.mode == "simulate":
+        if self.mode != "emulate":
             if self.clock != "virtual" or self.compute_time != "profile":
                 raise ValueError("clock and compute_time apply to mode: emulate")
         return self
@@ -541,7 +547,7 @@ class Cell(Frozen):
 
     @model_validator(mode="after")
     def _precision_here(self) -> Cell:
-        _check_precision(self.model, self.device, self.measured_compute)
+        _check_precision(self.model, self.device, self.measured_compute or self.measured_ddp)
         return self
 
     @model_validator(mode="after")
@@ -564,6 +570,12 @@ class Cell(Frozen):
     def emulated(self) -> bool:
         """On Ray actors with real tensors (`mode: emulate`), else simulated."""
         return self.mode == "emulate"
+
+    @property
+    def measured_ddp(self) -> bool:
+        """Trained for real with DDP on Ray actors, the compressor a DDP hook, and timed
+        (`mode: measure`)."""
+        return self.mode == "measure"
 
     @property
     def wall_clock(self) -> bool:

@@ -709,6 +709,33 @@ def agreement_figure(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def prediction_figure(df: pd.DataFrame) -> go.Figure:
+    """Measured cells (`mode: measure`) against the simulator's prediction for the same
+    cell: the iteration measured (y, mean over repetitions) against predicted (x), one
+    point per cell with its error, y = x drawn; log axes (predictions can be far off)."""
+    cells = per_cell(df)
+    cells = cells[cells["predicted_iteration_s"].notna()] if "predicted_iteration_s" in cells \
+        else cells.iloc[0:0]  # fmt: skip
+    xs = (cells["predicted_iteration_s"].astype(float) * 1e3).tolist()
+    ys = (cells["iteration_s"].astype(float) * 1e3).tolist()
+    text = [esc(f"{m} · {lab}: {y / x - 1:+.0%}") for m, lab, x, y
+            in zip(cells["model"], cells["label"], xs, ys, strict=True)]  # fmt: skip
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=ys, mode="markers", name="measured cells", text=text,
+                    hovertemplate="%{text}<br>predicted %{x:.4g} ms<br>measured %{y:.4g} ms"
+                    "<extra></extra>")  # fmt: skip
+    lo, hi = (min(xs + ys), max(xs + ys)) if xs else (1.0, 10.0)
+    fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x", hoverinfo="skip",
+                    line={"dash": "dash", "color": "#888"})  # fmt: skip
+    errors = sorted(abs(y / x - 1) for x, y in zip(xs, ys, strict=True) if x > 0)
+    median = errors[len(errors) // 2] if errors else float("nan")
+    fig.update_xaxes(title_text="predicted ms / iteration (simulate)", type="log")
+    fig.update_yaxes(title_text="measured ms / iteration", type="log")
+    fig.update_layout(title=f"Measured against predicted ({len(xs)} cells; median "
+                            f"|error| {median:.0%})")  # fmt: skip
+    return fig
+
+
 # Columns that tell a cell's workload and hardware apart, for matching strategies with
 # `upper-bound` on the same cell: all but the strategy, the compressor (strategies without
 # one, or with their own, are compared with every compressor's bound) and the CPU servers

@@ -318,6 +318,8 @@ def _figures(df: pd.DataFrame, cells: pd.DataFrame) -> list[tuple[str, str, Any]
         out.append(("gap", "Gap to the upper bound", F.gap_figure(df)))
     if not F.agreement_table(df).empty:
         out.append(("agreement", "Emulate against simulate", F.agreement_figure(df)))
+    if "predicted_iteration_s" in ok and ok["predicted_iteration_s"].notna().any():
+        out.append(("prediction", "Measured against predicted", F.prediction_figure(df)))
     return out
 
 

@@ -84,9 +84,12 @@ METRICS: dict[str, str] = {
     "one iteration; 0 for lossless (empty when simulated)",
     "agg_error_steps": "emulate: the same for the sum of the aggregates over the emulated "
     "iterations, where error feedback pays back what compression dropped",
+    "predicted_iteration_s": "measure: the simulator's iteration for the same cell",
+    "iteration_spread": "measure: (slowest - fastest) / median of the timed iterations",
 }
 METRIC_COLUMNS: tuple[str, ...] = tuple(METRICS)
 EMULATE_METRICS: tuple[str, ...] = ("agg_error", "agg_error_steps")  # empty when simulated
+MEASURE_METRICS: tuple[str, ...] = ("predicted_iteration_s", "iteration_spread")  # measure
 
 # Columns describing gcbench's own execution of a cell (set by the Ray task): with
 # `run_id` and `planner_s` the only ones that may differ between two runs of a cell.

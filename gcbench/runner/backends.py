@@ -1,11 +1,13 @@
 """How a cell runs, chosen here and nowhere else: simulated (the timeline of `gcbench.sim`
-under the cell's strategy, `backends.simulate`) or emulated on Ray actors holding real
-tensors (`cluster.emulate`, on the virtual or the wall clock).
+under the cell's strategy, `backends.simulate`), emulated on Ray actors holding real
+tensors (`cluster.emulate`, on the virtual or the wall clock) or measured: the model
+trained with DDP on Ray actors, the compressor a DDP hook (`cluster.measure`).
 
 A backend says what a cell needs from Ray (the CPUs of its task; whether cells run one
 at a time), refuses before anything starts a cell it cannot run, and runs one cell into
 plain rows, spans and a plan (`CellOutput`). `backend_for` picks it from the cell's (or
-the suite's) `emulated` (`config.models.Cell`, the one place that reads `mode`).
+the suite's) `emulated` and `measured_ddp` (`config.models.Cell`, the one place that
+reads `mode`).
 """
 
 from __future__ import annotations
@@ -94,6 +96,26 @@ class Emulate:
         return rows, [s.to_dict() for s in spans], plan
 
 
+class Measure(Emulate):
+    """DDP on one Ray actor per GPU (`cluster.measure`), placed as emulation places its
+    workers; each repetition a timed iteration."""
+
+    name = "measure"
+
+    def check(self, cell: Any) -> None:
+        from gcbench.cluster.measure import check_cell
+
+        check_cell(cell)
+
+    def run(self, cell: Any, repetitions: int) -> CellOutput:
+        from gcbench.cluster.measure import measured
+
+        rows = measured(cell, repetitions)
+        return [{**m, "repetition": rep} for rep, m in enumerate(rows)], [], None
+
+
 def backend_for(cell_or_suite: Any) -> Backend:
     """The backend that runs a cell (or every cell of a suite)."""
+    if cell_or_suite.measured_ddp:
+        return Measure()
     return Emulate() if cell_or_suite.emulated else Simulate()

@@ -1,0 +1,204 @@
+"""Measure a cell for real (issue #32, `mode: measure`): the zoo model trained with
+PyTorch's `DistributedDataParallel` on one Ray actor per GPU, the cell's compressor
+registered as a DDP communication hook (`gcbench.hooks`), and the iterations timed.
+
+The actors are placed as emulation places its workers (`emulate.run_actors`: one
+placement-group bundle per machine, `num_gpus=1` each where the Ray cluster has GPUs)
+and join one process group as Ray Train's workers do (`worker.join`: rank 0's store on
+a port it picked, bounded timeouts, destroyed when the actors are killed): NCCL with the
+actor's GPU (`torch.cuda.set_device`, Ray's `CUDA_VISIBLE_DEVICES`), gloo on CPUs. Each
+actor builds the cell's zoo model with the same seeded weights, draws its own seeded
+batches (`backward.Backward`'s inputs and loss), wraps the model in DDP with the cell's
+buckets (`ddp`: 25 MiB, `fixed:<bytes>`, `tensor`: one parameter a bucket), registers
+the hook and runs `WARMUP` iterations then the timed ones, each forward, backward (with
+the hook's communication) and torch's SGD step.
+
+Timing: each iteration by the wall clock around it, the device synchronised at both
+ends (CUDA events would time the same span on a GPU; the clock is what CPUs have); the
+iteration is the slowest rank's. The breakdown comes from the hook's own timestamps:
+gcbench's hooks run synchronously, so the seconds inside them are exposed communication
+and compression (`comm_exposed_s`) and the rest is compute; torch's hooks (none, fp16,
+bf16 and PowerSGD on NCCL) run asynchronously, so their split is not measured and those
+columns stay empty. After the last step every rank's parameter checksum is allgathered:
+the cell fails if the ranks disagree (a hook that averaged wrong).
+
+Strategies that are not a DDP hook (PS and BytePS servers, CPU offload, the planner's
+per-bucket hierarchical options) are refused by `check_cell` with the reason: emulate
+or simulate them. Precision: fp32 only for now (refused otherwise, in `config`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from gcbench.config import Cell
+from gcbench.errors import ConfigError
+
+WARMUP = 2  # iterations before the timed ones: DDP's bucket rebuild, gloo's pairs, caches
+# strategy -> the hook's spec: the compressor's own for the compressing strategies
+HOOKED = {"fp32": "none", "fp16": "fp16", "allreduce": None, "allgather": None,
+          "powersgd": None, "acpsgd": None, "covap": None}  # fmt: skip
+
+
+def hook_spec(cell: Cell) -> tuple[str, str | None]:
+    """(the `gcbench.hooks` spec, the option its payloads travel by: `allreduce`,
+    `allgather`, or None for the compressor's own) of a cell `check_cell` accepts."""
+    spec = HOOKED[cell.strategy]
+    if spec is not None:
+        return spec, None
+    kind = cell.compressor.kind
+    params = ",".join(f"{k}={v}" for k, v in sorted(cell.compressor.params().items()))
+    option = cell.strategy if cell.strategy in ("allreduce", "allgather") else None
+    return f"{kind}:{params}" if params else kind, option
+
+
+def check_cell(cell: Cell) -> None:
+    """ConfigError (one line) for a cell `measure` cannot run: a strategy that is not a
+    DDP hook, a model with no module to run."""
+    from gcbench.cluster.backward import check
+
+    if cell.strategy not in HOOKED:
+        raise ConfigError(
+            [f"measure: {cell.strategy} is not a DDP communication hook (servers, CPU "
+             f"offload and per-bucket hierarchical plans are not); measure runs "
+             f"{', '.join(HOOKED)}: emulate or simulate it"]
+        )  # fmt: skip
+    check(cell.model.profile, cell.model.name)  # (`allreduce` of payloads that do not
+    # add up is refused by the cell itself)
+
+
+def bucket_cap_mb(fusion: str) -> float:
+    """DDP's `bucket_cap_mb` for a cell's fusion."""
+    if fusion == "ddp":
+        return 25.0
+    if fusion == "tensor":
+        return 1e-6  # every parameter its own bucket
+    return int(fusion.split(":", 1)[1]) / 2**20
+
+
+class Measurer:
+    """One rank of a measured cell (a Ray actor): rank `rank` of `world`, `gpus` to a
+    machine."""
+
+    def __init__(self, rank: int, world: int, gpus: int, port: int, timeout_s: float = 60.0,
+                 host: str = "127.0.0.1"):  # fmt: skip
+        from gcbench.cluster.worker import join
+
+        self.device = torch.device("cpu")
+        if torch.cuda.is_available() and torch.cuda.device_count():
+            self.device = torch.device("cuda", 0)  # Ray's CUDA_VISIBLE_DEVICES: its own GPU
+            torch.cuda.set_device(self.device)
+        else:
+            torch.set_num_threads(1)  # the actors share the host's cores
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        self.rank, self.world = rank, world
+        self.groups, self._listen = join(rank, world, gpus, port, timeout_s, host, backend)
+
+    def ready(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def run(self, cell: Cell, steps: int) -> dict[str, Any]:
+        """`WARMUP` then `steps` timed iterations: per step the wall seconds and the
+        seconds inside gcbench's hook; the bytes the hook sent; the parameters' checksum
+        of every rank after the last step."""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from gcbench.backends.simulate import cell_profile
+        from gcbench.cluster import ddp_hooks
+        from gcbench.cluster.backward import batch_loss
+        from gcbench.compress.base import stable_seed
+        from gcbench.zoo.nets import build
+        from gcbench.zoo.trace import model_input
+
+        profile = cell_profile(cell)
+        torch.manual_seed(stable_seed("weights", cell.seed))  # the same weights everywhere
+        model = build(profile.name, device=self.device)
+        model.train()
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        ddp = DDP(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb(cell.fusion))
+        spec, option = hook_spec(cell)
+        state, fn = ddp_hooks.hook(spec, None, option=option)
+        inside = [0.0]
+
+        def timed(state: Any, bucket: Any, fn: Any = fn) -> Any:
+            t = time.perf_counter()
+            fut = fn(state, bucket)
+            inside[0] += time.perf_counter() - t
+            return fut
+
+        timed.__annotations__ = fn.__annotations__  # DDP checks them
+        ddp.register_comm_hook(state, timed)
+        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3, momentum=0.9)
+        g = torch.Generator(device="cpu").manual_seed(stable_seed("input", cell.seed, self.rank))
+        step_s, hook_s = [], []
+        for step in range(WARMUP + steps):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
+            inputs = model_input(profile.name, profile.batch_size, profile.seq_len, self.device)
+            self._sync()
+            inside[0] = 0.0
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            batch_loss(ddp(inputs), g).backward()
+            opt.step()
+            self._sync()
+            if step >= WARMUP:
+                step_s.append(time.perf_counter() - t0)
+                hook_s.append(inside[0])
+        total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum()
+        sums = [torch.zeros(1, dtype=torch.float64, device=self.device) for _ in range(self.world)]
+        dist.all_gather(sums, total.reshape(1).to(self.device))
+        sent = getattr(state, "sent_bytes", None)
+        per_step = None if not sent else sum(sent) / (WARMUP + steps)
+        return {"rank": self.rank, "step_s": step_s, "hook_s": hook_s,
+                "synchronous": isinstance(state, ddp_hooks.HookState),
+                "wire_bytes": per_step, "checksums": [float(s) for s in sums]}  # fmt: skip
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
+    """A Record's metrics per repetition for a measured cell: each repetition a timed
+    iteration (the slowest rank's), with the simulator's prediction for the same cell
+    beside it (`predicted_iteration_s`) and the spread of the timed iterations."""
+    from gcbench.backends.simulate import cell_profile, simulate_cell
+    from gcbench.cluster.emulate import run_actors
+
+    check_cell(cell)
+    steps = max(repetitions, 3)
+    results = run_actors(cell, Measurer, lambda w: w.run.remote(cell, steps))
+    checks = {tuple(round(c, 6) for c in r["checksums"]) for r in results}
+    first = results[0]["checksums"]
+    if len(checks) != 1 or max(first) - min(first) > 1e-9 * max(1.0, abs(first[0])):
+        raise RuntimeError(f"measure: the ranks' parameters differ after {steps} steps "
+                           f"(checksums {', '.join(f'{c:.9g}' for c in first)})")  # fmt: skip
+    iters = [max(r["step_s"][k] for r in results) for k in range(steps)]
+    median = statistics.median(iters)
+    sim = simulate_cell(cell.model_copy(update={"mode": "simulate"})).metrics
+    profile = cell_profile(cell)
+    samples = profile.batch_size * (profile.seq_len or 1) if profile.sample_unit == "tokens" \
+        else profile.batch_size  # fmt: skip
+    sync = results[0]["synchronous"]
+    rows = []
+    for k in range(steps)[-repetitions:]:
+        hook = max(r["hook_s"][k] for r in results) if sync else None
+        rows.append({
+            **{m: None for m in sim if m not in ("sample_unit", "tensors", "model_mib")},
+            "sample_unit": sim.get("sample_unit"), "tensors": sim.get("tensors"),
+            "model_mib": sim.get("model_mib"), "buckets": None, "plan_file": "",
+            "iteration_s": iters[k],
+            "throughput": samples * cell.cluster.gpus / iters[k],
+            "comm_exposed_s": hook, "compute_s": None if hook is None else iters[k] - hook,
+            "wire_bytes": results[0]["wire_bytes"],
+            "predicted_iteration_s": sim["iteration_s"],
+            "iteration_spread": (max(iters) - min(iters)) / median,
+        })  # fmt: skip
+    return rows

@@ -1,0 +1,128 @@
+"""`mode: measure` (issue #32): the zoo model trained with DDP on Ray actors, the cell's
+compressor a DDP hook, timed; refused with the reason for what is not a DDP hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gcbench.cluster.measure import bucket_cap_mb, check_cell, hook_spec
+from gcbench.config import Cell
+from gcbench.errors import ConfigError
+
+
+def cell(strategy="fp32", compressor="none", model="tiny-mlp", machines=2, gpus=2, **kw):
+    return Cell.model_validate({
+        "model": model, "compressor": compressor, "strategy": strategy, "device": "cpu",
+        "network": {"intra": "pcie", "inter_gbps": 10}, "mode": "measure",
+        "cluster": {"machines": machines, "gpus_per_machine": gpus, **kw}})  # fmt: skip
+
+
+def test_what_is_not_a_ddp_hook_is_refused_with_the_reason():
+    for strategy, compressor, why in [
+        ("ps", "none", "ps is not a DDP communication hook"),
+        ("bytecomp", "dgc-1pct", "bytecomp is not a DDP communication hook"),
+    ]:
+        servers = {"cpu_servers": 1} if strategy == "ps" else {}
+        with pytest.raises(ConfigError, match=why) as e:
+            check_cell(cell(strategy, compressor, **servers))
+        assert len(e.value.messages) == 1 and "\n" not in e.value.messages[0]
+    with pytest.raises(ValueError, match="precision amp-fp16: real iterations"):
+        Cell.model_validate({**cell().model_dump(), "model": {"name": "tiny-mlp",
+                             "precision": "amp-fp16"}, "device": "a100"})  # fmt: skip
+
+
+def test_each_strategy_measures_its_hook():
+    assert hook_spec(cell("fp32")) == ("none", None)
+    assert hook_spec(cell("fp16")) == ("fp16", None)
+    assert hook_spec(cell("allgather", "dgc-1pct")) == (
+        "dgc:ratio=0.01,sample_ratio=0.01", "allgather")
+    assert hook_spec(cell("allgather", "randomk-1pct"))[1] == "allgather"  # not allreduced
+    assert hook_spec(cell("powersgd", "powersgd-r4")) == ("powersgd:rank=4", None)
+    assert bucket_cap_mb("ddp") == 25.0 and bucket_cap_mb("fixed:1048576") == 1.0
+
+
+@pytest.mark.slow
+def test_a_measure_suite_trains_with_ddp_and_reports_its_prediction(ray_local, tmp_path):
+    """Through `gcbench run`: 2 x 2 actors train tiny-mlp with fp32 (torch's hook) and
+    the DGC hook; the ranks' weights agree after the steps (`measured` checks their
+    checksums, or fails the cell); each repetition is a timed iteration with the
+    simulator's prediction beside it; DGC's hook runs synchronously, so its seconds are
+    the exposed communication, and it sends a small share of the gradient; the run page
+    draws measured against predicted."""
+    from gcbench import load_results
+    from gcbench.config import load_suite
+    from gcbench.report import write_report
+    from gcbench.runner import run_suite
+
+    from conftest import write
+
+    suite = load_suite(write(tmp_path, "m.yaml", (
+        "name: m\nmode: measure\ndevice: cpu\nrepetitions: 3\ngrid:\n  model: tiny-mlp\n"
+        "  strategy: [fp32, allgather]\n  compressor: [dgc-1pct]\n"
+        "  network: {intra: pcie, inter_gbps: 10}\n"
+        "  cluster: {machines: 2, gpus_per_machine: 2}\n")))  # fmt: skip
+    summary = run_suite(suite, tmp_path / "r")
+    assert summary.failed == 0
+    rows = load_results(tmp_path / "r" / "m")
+    assert len(rows) == 6 and set(rows["mode"]) == {"measure"}
+    assert (rows["iteration_s"] > 0).all() and (rows["predicted_iteration_s"] > 0).all()
+    dgc = rows[rows["strategy"] == "allgather"]
+    assert ((dgc["comm_exposed_s"] > 0) & (dgc["comm_exposed_s"] < dgc["iteration_s"])).all()
+    assert (dgc["compute_s"] - (dgc["iteration_s"] - dgc["comm_exposed_s"])).abs().max() < 1e-12
+    assert rows[rows["strategy"] == "fp32"]["comm_exposed_s"].isna().all()  # torch's: async
+    gradient = rows["model_mib"].iloc[0] * 2**20
+    assert (0 < dgc["wire_bytes"]).all() and (dgc["wire_bytes"] < 0.1 * gradient).all()
+    run = next((tmp_path / "r" / "m").iterdir())
+    page = write_report(run, tmp_path / "report")
+    assert "Measured against predicted" in Path(page).read_text()
+
+
+@pytest.mark.slow  # 1.5 s: twelve cells simulated over a fit
+def test_calibrate_from_a_run_fits_on_some_cells_and_scores_the_others(tmp_path):
+    """`calibrate --from RUN` on a run whose measured times are the simulator's own at a
+    compute scale of 3 and 400 us a step between machines: fitted on half the cells, it
+    gives those values back and the other half's error falls from the default's to ~0;
+    with a run of no measured cells it says so in one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import gcbench
+    from gcbench.backends.simulate import simulate_cell
+    from gcbench.cli import app
+    from gcbench.config import expand, load_suite
+    from gcbench.config.models import Network
+    from gcbench.results.schema import record
+    from gcbench.results.store import RunStore
+
+    from conftest import write
+
+    suite_file = write(tmp_path, "m.yaml", (
+        "name: m\nmode: measure\ndevice: cpu\ngrid:\n  model: [tiny-mlp, tiny-cnn]\n"
+        "  strategy: [fp32, fp16, allgather]\n  compressor: [dgc-1pct]\n"
+        "  network: {intra: pcie, inter_gbps: 10}\n"
+        "  cluster: [{machines: 2, gpus_per_machine: 2}, {machines: 4, gpus_per_machine: 1}]\n"))
+    store = RunStore(tmp_path / "r" / "m" / "run1")
+    store.write_manifest({"status": "finished", "suite_file": str(suite_file)})
+    truth = {"compute_scale": 3.0, "inter_latency_us": 400.0}
+    for c in expand(load_suite(suite_file)):
+        net = Network.model_validate({**c.network.model_dump(exclude_none=True), **truth})
+        m = simulate_cell(c.model_copy(update={"mode": "simulate", "network": net})).metrics
+        row = record(suite="m", cell_id=c.id, config=c.flat(), metrics=m, error=None,
+                     repetition=0, gcbench_version=gcbench.__version__, run_id="run1", meta={})
+        store.write_cell(c.id, [row], None)
+    out = tmp_path / "fitted.yaml"
+    r = CliRunner().invoke(app, ["calibrate", "--from", str(store.path), "--out", str(out),
+                                 "--fit", "compute_scale,inter_latency_us", "--json"])
+    assert r.exit_code == 0, r.output
+    fit = json.loads(r.stdout)["fit"]
+    assert fit["parameters"]["compute_scale"] == pytest.approx(3.0, rel=1e-3)
+    assert fit["parameters"]["inter_latency_us"] == pytest.approx(400.0, rel=1e-2)
+    assert fit["out_of_sample"]["default"] > 0.3 and fit["out_of_sample"]["fitted"] < 1e-3
+    assert out.is_file() and fit["fitted_on"] == fit["scored_on"] == 6
+    empty = RunStore(tmp_path / "r" / "m" / "run2")
+    empty.write_manifest({"status": "finished", "suite_file": str(suite_file)})
+    r = CliRunner().invoke(app, ["calibrate", "--from", str(empty.path)])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "no measured cells" in r.stderr
