@@ -24,13 +24,15 @@ the cell fails if the ranks disagree (a hook that averaged wrong).
 
 Strategies that are not a DDP hook (PS and BytePS servers, CPU offload, the planner's
 per-bucket hierarchical options) are refused by `check_cell` with the reason: emulate
-or simulate them. Precision: fp32 only for now (refused otherwise, in `config`).
+or simulate them. Precision: `amp-fp16` and `amp-bf16` run under torch's autocast
+(`AUTOCAST`), the others in fp32.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -39,6 +41,10 @@ from gcbench.config import Cell
 from gcbench.errors import ConfigError
 
 WARMUP = 2  # iterations before the timed ones: DDP's bucket rebuild, gloo's pairs, caches
+# A model's precision as torch's automatic mixed precision runs it (torch.amp docs:
+# autocast casts eligible ops, the weights and their gradients stay fp32, so DDP's hooks
+# see fp32 buckets; fp16 needs a GradScaler); tf32 is a math mode, fp32 torch's default
+AUTOCAST = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
 # strategy -> the hook's spec: the compressor's own for the compressing strategies
 HOOKED = {"fp32": "none", "fp16": "fp16", "allreduce": None, "allgather": None,
           "powersgd": None, "acpsgd": None, "covap": None}  # fmt: skip
@@ -136,6 +142,8 @@ class Measurer:
         timed.__annotations__ = fn.__annotations__  # DDP checks them
         ddp.register_comm_hook(state, timed)
         opt = torch.optim.SGD(ddp.parameters(), lr=1e-3, momentum=0.9)
+        amp = AUTOCAST.get(cell.model.precision)  # torch's AMP: fp32 weights and gradients
+        scaler = torch.amp.GradScaler(self.device.type) if amp == torch.float16 else None
         g = torch.Generator(device="cpu").manual_seed(stable_seed("input", cell.seed, self.rank))
         step_s, hook_s = [], []
         for step in range(WARMUP + steps):
@@ -145,8 +153,15 @@ class Measurer:
             inside[0] = 0.0
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            batch_loss(ddp(inputs), g).backward()
-            opt.step()
+            with torch.autocast(self.device.type, dtype=amp) if amp else nullcontext():
+                loss = batch_loss(ddp(inputs), g)
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:  # fp16 autocast: the loss scaled, the step unscaled and skipped on inf
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
             self._sync()
             if step >= WARMUP:
                 step_s.append(time.perf_counter() - t0)

@@ -119,8 +119,8 @@ def _check_precision(model: ModelSpec, device: str, measured_compute: bool) -> N
         raise ValueError(f"{model.name}: precision amp-bf16: {device} has no BF16 tensor "
                          "cores (Ampere and later have)")  # fmt: skip
     if precision != "fp32" and measured_compute:
-        raise ValueError(f"{model.name}: precision {precision}: real iterations on the "
-                         "actors (mode: measure, compute_time: measured) run in fp32")  # fmt: skip
+        raise ValueError(f"{model.name}: precision {precision}: compute_time: measured runs "
+                         "the model in fp32 on the actors")  # fmt: skip
 
 
 def _fill_from_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
@@ -403,8 +403,8 @@ class Suite(Frozen):
     def _precision_here(cls, grid: Grid, info: ValidationInfo) -> Grid:
         """Each model's precision on the suite's device (`_check_precision`)."""
         device = info.data.get("device")
-        measured = info.data.get("mode") == "measure" or (
-            info.data.get("mode") == "emulate" and info.data.get("compute_time") == "measured"
+        measured = info.data.get("mode") == "emulate" and (
+            info.data.get("compute_time") == "measured"
         )
         if isinstance(device, str):  # (a bad device is its own error)
             for model in grid.model:
@@ -547,7 +547,7 @@ class Cell(Frozen):
 
     @model_validator(mode="after")
     def _precision_here(self) -> Cell:
-        _check_precision(self.model, self.device, self.measured_compute or self.measured_ddp)
+        _check_precision(self.model, self.device, self.measured_compute)
         return self
 
     @model_validator(mode="after")
