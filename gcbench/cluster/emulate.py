@@ -170,6 +170,8 @@ def emulated(
         "plan_file": "",
         "agg_error": e.error_first,
         "agg_error_steps": e.error_total,
+        "attempts": e.attempts,
+        "startup_s": e.startup_s,
     }
     per_step = e.step_metrics[-repetitions:] if wall else [e.metrics] * repetitions
     return [{**m, **extra} for m in per_step], e.spans, e.plan
@@ -341,18 +343,21 @@ def _attempt(
     return _on_actors(cell, Worker, call, timeout_s)
 
 
-def run_actors(cell: Cell, actor_cls: Any, call: Any, timeout_s: float = 600.0) -> list[Any]:
+def run_actors(
+    cell: Cell, actor_cls: Any, call: Any, timeout_s: float = 600.0
+) -> tuple[list[Any], int, float]:
     """`call(actor)` on one fresh `actor_cls(rank, world, gpus, port, host=...)` per GPU
-    of `cell`, placed as the emulated workers are: their results by rank. A dead actor
-    fails the attempt; the cell runs again on fresh actors, `ATTEMPTS` times in all."""
+    of `cell`, placed as the emulated workers are: their results by rank, the attempts it
+    took and the last one's start-up seconds. A dead actor fails the attempt; the cell
+    runs again on fresh actors, `ATTEMPTS` times in all."""
     from ray.exceptions import RayActorError
 
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            results, _, _ = _on_actors(
+            results, startup_s, _ = _on_actors(
                 cell, actor_cls, lambda workers, _: [call(w) for w in workers], timeout_s
             )
-            return results
+            return results, attempt, startup_s
         except RayActorError as e:
             if attempt == ATTEMPTS:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -172,12 +172,21 @@ class Measurer:
         sent = getattr(state, "sent_bytes", None)
         per_step = None if not sent else sum(sent) / (WARMUP + steps)
         return {"rank": self.rank, "step_s": step_s, "hook_s": hook_s,
+                "device": self._device_name(), "node": self.ready(),
                 "synchronous": isinstance(state, ddp_hooks.HookState),
                 "wire_bytes": per_step, "checksums": [float(s) for s in sums]}  # fmt: skip
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def _device_name(self) -> str:
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_name(self.device)
+        import os
+        import platform
+
+        return f"CPU actor ({platform.machine()}, {os.cpu_count()} cores a node)"
 
 
 def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
@@ -189,7 +198,9 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
 
     check_cell(cell)
     steps = max(repetitions, 3)
-    results = run_actors(cell, Measurer, lambda w: w.run.remote(cell, steps))
+    results, attempts, startup_s = run_actors(cell, Measurer, lambda w: w.run.remote(cell, steps))
+    nodes = len({r["node"] for r in results})
+    hardware = f"{len(results)} x {results[0]['device']} on {nodes} node{'s' * (nodes > 1)}"
     checks = {tuple(round(c, 6) for c in r["checksums"]) for r in results}
     first = results[0]["checksums"]
     if len(checks) != 1 or max(first) - min(first) > 1e-9 * max(1.0, abs(first[0])):
@@ -215,5 +226,6 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
             "wire_bytes": results[0]["wire_bytes"],
             "predicted_iteration_s": sim["iteration_s"],
             "iteration_spread": (max(iters) - min(iters)) / median,
+            "attempts": attempts, "startup_s": startup_s, "hardware": hardware,
         })  # fmt: skip
     return rows

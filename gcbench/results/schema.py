@@ -86,10 +86,14 @@ METRICS: dict[str, str] = {
     "iterations, where error feedback pays back what compression dropped",
     "predicted_iteration_s": "measure: the simulator's iteration for the same cell",
     "iteration_spread": "measure: (slowest - fastest) / median of the timed iterations",
+    "attempts": "emulate, measure: the runs the cell took on fresh actors (2+: an actor died)",
+    "startup_s": "emulate, measure: seconds from creating the actors to all in their groups",
+    "hardware": "measure: what the actors ran on (device, nodes)",
 }
 METRIC_COLUMNS: tuple[str, ...] = tuple(METRICS)
-EMULATE_METRICS: tuple[str, ...] = ("agg_error", "agg_error_steps")  # empty when simulated
-MEASURE_METRICS: tuple[str, ...] = ("predicted_iteration_s", "iteration_spread")  # measure
+# empty when simulated
+EMULATE_METRICS: tuple[str, ...] = ("agg_error", "agg_error_steps", "attempts", "startup_s")
+MEASURE_METRICS: tuple[str, ...] = ("predicted_iteration_s", "iteration_spread", "hardware")
 
 # Columns describing gcbench's own execution of a cell (set by the Ray task): with
 # `run_id` and `planner_s` the only ones that may differ between two runs of a cell.
@@ -123,7 +127,7 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
     "cpu_cores", "cpu_gbs", "summation_gbs", "intra_gbs", "intra_latency_us", "intra_efficiency",
     "inter_gbps", "inter_latency_us", "inter_efficiency", "nics_per_machine", "server_gbps",
     "compute_scale", "seed",
-    *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit")),
+    *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit", "hardware")),
     "repetition", "format_version", "run_wall_s",
 )  # fmt: skip
 
