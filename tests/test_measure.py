@@ -228,3 +228,29 @@ def test_an_actor_killed_mid_cell_retries_the_cell_on_fresh_actors(ray_local):
         time.sleep(0.2)
     assert not alive
     assert all(pg["state"] == "REMOVED" for pg in placement_group_table().values())
+
+
+@pytest.mark.gpu
+def test_a_one_actor_nccl_measure_is_within_15pct_of_the_profile(ray_local):
+    """Issue #32, where a CUDA device is visible: resnet50 at batch 32, one actor over
+    NCCL (torch's allreduce hook on one rank: no communication), against `gcbench
+    profile --torch-device cuda` of the same model on the same device (forward, backward
+    and update of one process, no DDP): within 15%."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible (torch.cuda.is_available() is False)")
+    from gcbench.cluster.measure import measured
+    from gcbench.compress.costs import device_key
+    from gcbench.zoo.measure import measure_profile
+
+    device = device_key("cuda") or "h100"
+    c = Cell.model_validate({
+        "model": {"name": "resnet50", "batch_size": 32}, "compressor": "none",
+        "strategy": "fp32", "device": device, "network": {"inter_gbps": 100},
+        "mode": "measure", "cluster": {"machines": 1, "gpus_per_machine": 1}})  # fmt: skip
+    rows = measured(c, repetitions=10)
+    got = sorted(r["iteration_s"] for r in rows)[len(rows) // 2]
+    p = measure_profile("resnet50", 32, None, "cuda", warmup=3, iterations=10)
+    want = p.forward_s + sum(t.backward_s for t in p.tensors) + p.update_s
+    assert got == pytest.approx(want, rel=0.15)
