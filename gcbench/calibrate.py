@@ -60,13 +60,14 @@ from gcbench.config.network_profile import INTRA_DEFAULT_GBS, NetworkProfile
 from gcbench.errors import ConfigError, first_error
 
 FITTABLE = ("inter_efficiency", "inter_latency_us", "intra_efficiency", "intra_latency_us",
-            "compute_scale")  # fmt: skip
+            "compute_scale", "iteration_overhead_us")  # fmt: skip
 BOUNDS: dict[str, tuple[float, float]] = {
     "inter_efficiency": (0.01, 1.0),
     "intra_efficiency": (0.01, 1.0),
     "inter_latency_us": (0.0, 10_000.0),
     "intra_latency_us": (0.0, 10_000.0),
     "compute_scale": (0.05, 20.0),
+    "iteration_overhead_us": (0.0, 1e6),
 }
 METRICS = ("iteration_s", "scaling_factor", "throughput")
 MAX_POINTS_BYTES = 16 * 2**20  # a points file or an nccl-tests output
@@ -459,14 +460,15 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
             abs(x - y) <= 1e-12 * max(abs(x), abs(y), 1e-300) for x, y in zip(a, b, strict=True)
         ):
             why = {"inter": "no point crosses machines", "intra": "no point uses a GPU link",
-                   "compute": "no point computes"}[p.split("_")[0]]  # fmt: skip
+                   "compute": "no point computes",
+                   "iteration": "no point is a whole iteration"}[p.split("_")[0]]  # fmt: skip
             raise ConfigError(
                 f"--fit: {p} moves no point's prediction ({why}); leave it out of --fit"
             )
     levels = {m.collective[3] for m in ms if m.collective is not None}
     exact = all(m.collective is not None for m in ms) and all(
         p.split("_")[0] in levels for p in params if p != "compute_scale"
-    ) and "compute_scale" not in params
+    ) and not {"compute_scale", "iteration_overhead_us"} & set(params)
     closed: dict[str, float] | None = None
     if exact:  # each level's points read that level's link alone: one closed form a level
         closed = {}

@@ -143,6 +143,7 @@ def costs_for(cell: Cell, option: Option | None = None) -> Costs:
         cl.gpus_per_machine,
         machine_for(cell),
         inter,
+        iteration_overhead_s=n.iteration_overhead_us * 1e-6,
         nics=n.nics_per_machine,
         pcie=pcie,
         cpu_cores=cl.cpu_cores,

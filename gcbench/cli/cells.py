@@ -25,6 +25,7 @@ NETWORK_FLAGS = {
     "server_gbps": "--server-gbps",
     "profile": "--network",
     "compute_scale": "--compute-scale",
+    "iteration_overhead_us": "--iteration-overhead-us",
 }
 # Network fields no flag sets: the profile's digest (filled in from it) and its
 # per-collective overrides (a profile file holds them).
@@ -73,6 +74,10 @@ def simulate(
     ] = None,
     compute_scale: Annotated[
         float | None, opt("--compute-scale", "Multiply the device's compute times (1).")
+    ] = None,
+    iteration_overhead_us: Annotated[
+        float | None,
+        opt("--iteration-overhead-us", "A fixed cost each iteration pays beyond its layers (0)."),
     ] = None,
     strategy: Annotated[
         str | None,

@@ -631,6 +631,7 @@ class Cell(Frozen):
             "server_gbps": n.server_gbps,
             "network_profile": n.profile,
             "compute_scale": n.compute_scale,
+            "iteration_overhead_us": n.iteration_overhead_us,
             "inter_overrides": None if not n.overrides else json.dumps(
                 {k: v.model_dump(exclude_none=True) for k, v in n.overrides.items()},
                 sort_keys=True,

@@ -107,6 +107,14 @@ class Network(Frozen):
     overrides: dict[LinkCollective, InterOverride] | None = Field(
         None, description="per collective: its own inter-machine efficiency and latency"
     )
+    iteration_overhead_us: float = Field(
+        0.0,
+        ge=0,
+        le=1e7,
+        description="a fixed cost every iteration pays beyond the profile's layers (the "
+        "framework's own work: DDP's bookkeeping, launches, Python); default none, fitted by "
+        "`gcbench calibrate --from` on a measured run",
+    )
 
     @model_validator(mode="before")
     @classmethod

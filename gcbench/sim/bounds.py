@@ -140,7 +140,7 @@ def slot(
                              memo=self._memo(plan))  # fmt: skip
     before = State(dict(free), last, done, len(rest))
     last, done = self.backward(plan.buckets[m], free, last, done)
-    update = self.profile.update_s if self.profile.update_s > 0 else 0.0
+    update = self._update  # the timeline's: the profile's update and the fixed overhead
     # The plan without the candidate's steps, timed exactly from here: adding the
     # candidate's jobs to the streams' queues can only delay every later job, so each
     # job's readiness here (its bucket's previous step done, backward done where it

@@ -149,6 +149,9 @@ class Costs:
     # A network profile's per-collective overrides of the inter-machine link: (collective,
     # efficiency or None, latency in seconds or None); the link's own values otherwise.
     inter_overrides: tuple[tuple[str, float | None, float | None], ...] = ()
+    # A fixed cost every iteration pays beyond the profile's layers (the network
+    # profile's `iteration_overhead_us`): part of the update, the iteration's last job
+    iteration_overhead_s: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -664,7 +667,8 @@ def _simulate(
         steps, cut = lower(option, bucket, b, x, size, None if payloads is None else payloads[b])
         return as_program(steps, cut)
 
-    watch = Recorder(profile) if sync is None else Synced(profile, sync)
+    extra = costs.iteration_overhead_s
+    watch = Recorder(profile, extra) if sync is None else Synced(profile, sync, extra)
     iteration_s = Timeline(profile, costs).run(plan, lowering, watch)
     jobs = watch.jobs
     metrics = timeline_metrics(jobs, iteration_s, profile, costs.gpus, len(plan.buckets))

@@ -185,7 +185,9 @@ class Timeline:
         self.profile, self.costs = profile, costs
         self._bw = [t.backward_s if t.backward_s > 0 else 0.0 for t in profile.tensors]
         self._forward = profile.forward_s if profile.forward_s > 0 else 0.0
-        self._update = profile.update_s if profile.update_s > 0 else 0.0
+        self._update = (profile.update_s if profile.update_s > 0 else 0.0) + max(
+            costs.iteration_overhead_s, 0.0
+        )
         self._single = costs.gpus == 1  # one GPU sends nothing
         # a synchronous compressor (PowerSGD's torch hook on a GPU) holds backward while
         # its bucket's whole chain runs: nothing is deferred
@@ -363,10 +365,11 @@ Sync = Callable[[str, float, float], tuple[float, float]]
 class Recorder(Watch):
     """Keeps every job (`jobs`, in the order issued)."""
 
-    def __init__(self, profile: ModelProfile):
+    def __init__(self, profile: ModelProfile, overhead_s: float = 0.0):
         self.jobs: list[Job] = []
         self._tensors = profile.tensors
-        self._update = profile.update_s
+        # the update's job holds the iteration's fixed overhead (`Costs.iteration_overhead_s`)
+        self._update = (profile.update_s if profile.update_s > 0 else 0.0) + max(overhead_s, 0.0)
 
     def forward(self, end: float) -> None:
         self.jobs.append(Job("compute", "forward", "forward", end, 0, 0.0))
@@ -387,8 +390,7 @@ class Recorder(Watch):
         return job.end_s
 
     def update(self, start: float) -> None:
-        u = self._update
-        self.jobs.append(Job("compute", "update", "update", u if u > 0 else 0.0, 0, start))
+        self.jobs.append(Job("compute", "update", "update", self._update, 0, start))
 
 
 class Synced(Recorder):
@@ -396,8 +398,8 @@ class Synced(Recorder):
     last peer is ready and lasts until its slowest peer is done (`sync`, by the level its
     label names: `bucket <b> <level>:...`)."""
 
-    def __init__(self, profile: ModelProfile, sync: Sync):
-        super().__init__(profile)
+    def __init__(self, profile: ModelProfile, sync: Sync, overhead_s: float = 0.0):
+        super().__init__(profile, overhead_s)
         self._sync = sync
 
     def step(self, b: int, step: Step, dep: float, start: float) -> float:
