@@ -128,14 +128,14 @@ def test_calibrate_from_a_run_fits_on_some_cells_and_scores_the_others(tmp_path)
 
 @pytest.mark.slow
 def test_amp_runs_under_autocast_and_the_hooks_see_fp32_buckets(ray_local):
-    """A cell at precision amp-bf16 (an A100's cell, here on CPU actors) trains under
-    torch's autocast: the forward runs in bf16, the weights and the buckets DDP hands the
-    hook stay fp32, so the DGC hook runs as at fp32 and the ranks stay in step."""
+    """A cell at precision amp-fp16 trains under torch's autocast with a GradScaler: the
+    forward runs in fp16, the weights and the buckets DDP hands the hook stay fp32, so
+    the DGC hook runs as at fp32 and the ranks stay in step."""
     from gcbench.cluster.measure import measured
 
     c = cell("allgather", "dgc-1pct", machines=1, gpus=2)
-    amp = Cell.model_validate({**c.model_dump(), "device": "a100",
-                               "model": {"name": "tiny-mlp", "precision": "amp-bf16"}})  # fmt: skip
+    amp = Cell.model_validate({**c.model_dump(),
+                               "model": {"name": "tiny-mlp", "precision": "amp-fp16"}})  # fmt: skip
     rows = measured(amp, repetitions=1)
     assert rows[0]["iteration_s"] > 0 and rows[0]["wire_bytes"] > 0
 
@@ -255,3 +255,23 @@ def test_a_one_actor_nccl_measure_is_within_15pct_of_the_profile(ray_local):
     p = measure_profile("resnet50", 32, None, "cuda", warmup=3, iterations=10)
     want = p.forward_s + sum(t.backward_s for t in p.tensors) + p.update_s
     assert got == pytest.approx(want, rel=0.15)
+
+
+def test_placement_counts_the_nodes_that_can_hold_workers_and_waits_as_told(monkeypatch):
+    """STRICT_SPREAD needs a node per machine: a head with `CPU: 0` and the summation
+    servers' nodes hold no workers and do not count; the wait for a placement is
+    `GCBENCH_PLACEMENT_TIMEOUT_S` (a `ray up` cluster boots GPU nodes on demand)."""
+    from gcbench.cluster.emulate import PLACEMENT_S, placement_timeout_s, worker_nodes
+
+    nodes = [{"Resources": {"CPU": 0.0}}, {"Resources": {"CPU": 36.0, "summation": 1.0}},
+             {"Resources": {"CPU": 64.0, "GPU": 8.0}}, {"Resources": {"CPU": 64.0, "GPU": 8.0}}]
+    assert worker_nodes(nodes, gpus=True) == 2 and worker_nodes(nodes, gpus=False) == 2
+    assert worker_nodes(nodes[:2], gpus=False) == 0
+    monkeypatch.delenv("GCBENCH_PLACEMENT_TIMEOUT_S", raising=False)
+    assert placement_timeout_s() == PLACEMENT_S
+    monkeypatch.setenv("GCBENCH_PLACEMENT_TIMEOUT_S", "900")
+    assert placement_timeout_s() == 900.0
+    for bad in ("soon", "0"):
+        monkeypatch.setenv("GCBENCH_PLACEMENT_TIMEOUT_S", bad)
+        with pytest.raises(ConfigError, match="GCBENCH_PLACEMENT_TIMEOUT_S"):
+            placement_timeout_s()

@@ -68,7 +68,37 @@ def remove_placement_groups(cell_id: str) -> int:
                 remove_placement_group(get_placement_group(name))
                 n += 1
     return n
-PLACEMENT_S = 30.0  # how long a feasible placement may wait for resources
+# How long a cell's actors may wait to be placed (seconds): `GCBENCH_PLACEMENT_TIMEOUT_S`,
+# else 30. On a `ray up` cluster whose GPU nodes start at `min_workers: 0` the autoscaler
+# boots them when a cell asks, which takes minutes: raise it there (README).
+PLACEMENT_S = 30.0
+
+
+def placement_timeout_s() -> float:
+    """How long a placement may wait (`PLACEMENT_S`, or the environment's setting)."""
+    import os
+
+    raw = os.environ.get("GCBENCH_PLACEMENT_TIMEOUT_S")
+    try:
+        value = float(raw) if raw else PLACEMENT_S
+    except ValueError:
+        raise ConfigError([f"GCBENCH_PLACEMENT_TIMEOUT_S={raw!r}: give seconds"]) from None
+    if not value > 0:
+        raise ConfigError([f"GCBENCH_PLACEMENT_TIMEOUT_S={raw!r}: must be positive"])
+    return value
+
+
+def worker_nodes(alive: list[dict[str, Any]], gpus: bool) -> int:
+    """How many live nodes can hold a machine's workers: those with GPUs (for GPU
+    actors), else those with CPUs that are not summation servers; a head with `CPU: 0`
+    never counts."""
+    def fits(n: dict[str, Any]) -> bool:
+        r = n.get("Resources", {})
+        if gpus:
+            return r.get("GPU", 0) > 0
+        return r.get("CPU", 0) > 0 and not r.get("summation", 0)
+
+    return sum(fits(n) for n in alive)
 # Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
 # host's cores, and a cell's task and actors must fit beside the other cells' tasks)
 WORKER_CPUS = 0.01
@@ -344,18 +374,19 @@ def _attempt(
 
 
 def run_actors(
-    cell: Cell, actor_cls: Any, call: Any, timeout_s: float = 600.0
+    cell: Cell, actor_cls: Any, call: Any, gpus: bool, timeout_s: float = 600.0
 ) -> tuple[list[Any], int, float]:
-    """`call(actor)` on one fresh `actor_cls(rank, world, gpus, port, host=...)` per GPU
-    of `cell`, placed as the emulated workers are: their results by rank, the attempts it
-    took and the last one's start-up seconds. A dead actor fails the attempt; the cell
-    runs again on fresh actors, `ATTEMPTS` times in all."""
+    """`call(actors)` (their result refs) on one fresh `actor_cls(rank, world, gpus, port,
+    host=...)` per GPU of `cell`, placed as the emulated workers are, each holding a GPU
+    where `gpus`: their results by rank, the attempts it took and the last one's start-up
+    seconds. A dead actor fails the attempt; the cell runs again on fresh actors,
+    `ATTEMPTS` times in all."""
     from ray.exceptions import RayActorError
 
     for attempt in range(1, ATTEMPTS + 1):
         try:
             results, startup_s, _ = _on_actors(
-                cell, actor_cls, lambda workers, _: [call(w) for w in workers], timeout_s
+                cell, actor_cls, lambda workers, _: call(workers), timeout_s, gpus
             )
             return results, attempt, startup_s
         except RayActorError as e:
@@ -368,11 +399,12 @@ def run_actors(
 
 
 def _on_actors(
-    cell: Cell, actor_cls: Any, call: Any, timeout_s: float
+    cell: Cell, actor_cls: Any, call: Any, timeout_s: float, gpus: bool | None = None
 ) -> tuple[list[dict[str, Any]], float, list[str]]:
     """Place one `actor_cls` per GPU of `cell` (and its summation servers), wait for them
     to start, and gather `call(workers, servers)`: the results by rank, the start-up
-    seconds and the servers' nodes. The actors and their placement groups are released
+    seconds and the servers' nodes. `gpus`: whether each actor holds a GPU (None: where
+    the Ray cluster has GPUs now). The actors and their placement groups are released
     whatever happens."""
     import ray
     from ray.util.placement_group import (
@@ -384,22 +416,25 @@ def _on_actors(
 
     from gcbench.cluster.server import Server
 
-    machines, gpus = cell.cluster.machines, cell.cluster.gpus_per_machine
-    world = machines * gpus
+    machines, per_machine = cell.cluster.machines, cell.cluster.gpus_per_machine
+    world = machines * per_machine
     alive = [n for n in ray.nodes() if n.get("Alive")]
     # where the Ray cluster has GPUs, each worker holds one (`num_gpus=1`)
-    per_gpu = 1.0 if any(n.get("Resources", {}).get("GPU", 0) for n in alive) else 0.0
+    if gpus is None:
+        gpus = any(n.get("Resources", {}).get("GPU", 0) for n in alive)
+    per_gpu = 1.0 if gpus else 0.0
     try:
         refuse_placement(cell, alive)
     except ConfigError as e:  # it fitted when the run began: the cluster changed under it
         raise InfeasibleError(f"{e.messages[0]} (the Ray cluster changed during the run)") from None
-    bundle = {"CPU": WORKER_CPUS * gpus, **({"GPU": per_gpu * gpus} if per_gpu else {})}
+    bundle = {"CPU": WORKER_CPUS * per_machine,
+              **({"GPU": per_gpu * per_machine} if per_gpu else {})}  # fmt: skip
     # named for the cell, so that the driver can remove them if this task dies
     # (`remove_placement_groups`): Ray keeps a dead task's groups until the job ends
     named = f"{PG_PREFIX}{cell.id}:{uuid.uuid4().hex[:8]}"
     pg = placement_group(
         [bundle] * machines,
-        strategy="STRICT_SPREAD" if len(alive) >= machines > 1 else "PACK",
+        strategy="STRICT_SPREAD" if worker_nodes(alive, gpus) >= machines > 1 else "PACK",
         name=f"{named}:workers",
     )
     k = cell.cluster.cpu_servers
@@ -410,13 +445,16 @@ def _on_actors(
     if k:
         spg = placement_group([server_bundle] * k, strategy="SPREAD", name=f"{named}:servers")
     groups = [pg] + ([spg] if spg is not None else [])
-    ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=PLACEMENT_S)
-    if len(ready) < len(groups):  # it fitted when asked: the cluster changed under the run
+    wait_s = placement_timeout_s()
+    ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=wait_s)
+    if len(ready) < len(groups):  # the autoscaler did not deliver, or the cluster changed
         for g in groups:
             remove_placement_group(g)
         raise InfeasibleError(
-            f"emulate: {machines} x {gpus} workers and {k} servers could not be placed "
-            f"within {PLACEMENT_S:.0f} s (the Ray cluster's free resources changed)"
+            f"{cell.mode}: {machines} bundles of {bundle} for the workers"
+            f"{f' and {k} servers' if k else ''} still pending after {wait_s:.0f} s (live "
+            f"nodes: {len(alive)}, {worker_nodes(alive, gpus)} able to hold workers); "
+            "waiting for an autoscaler? raise GCBENCH_PLACEMENT_TIMEOUT_S"
         )
     workers: list[Any] = []
     servers: list[Any] = []
@@ -434,9 +472,9 @@ def _on_actors(
                 num_cpus=WORKER_CPUS,
                 num_gpus=per_gpu,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    pg, placement_group_bundle_index=r // gpus
+                    pg, placement_group_bundle_index=r // per_machine
                 ),
-            ).remote(r, world, gpus, port, host=host)
+            ).remote(r, world, per_machine, port, host=host)
             for r in range(world)
         ]
         server: Any = ray.remote(Server)

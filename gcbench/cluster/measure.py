@@ -3,10 +3,12 @@ PyTorch's `DistributedDataParallel` on one Ray actor per GPU, the cell's compres
 registered as a DDP communication hook (`gcbench.hooks`), and the iterations timed.
 
 The actors are placed as emulation places its workers (`emulate.run_actors`: one
-placement-group bundle per machine, `num_gpus=1` each where the Ray cluster has GPUs)
-and join one process group as Ray Train's workers do (`worker.join`: rank 0's store on
-a port it picked, bounded timeouts, destroyed when the actors are killed): NCCL with the
-actor's GPU (`torch.cuda.set_device`, Ray's `CUDA_VISIBLE_DEVICES`), gloo on CPUs. Each
+placement-group bundle per machine), each holding a GPU (`num_gpus=1`) unless the cell's
+device is `cpu` (decided from the cell, not from the nodes alive when it starts: a `ray
+up` cluster boots its GPU nodes on demand), and join one process group as Ray Train's
+workers do (`worker.join`: rank 0's store on a port it picked, bounded timeouts,
+destroyed when the actors are killed): NCCL on GPUs (a machine's ranks all see its GPUs,
+each takes its own by `LOCAL_RANK` and `torch.cuda.set_device`), gloo on CPUs. Each
 actor builds the cell's zoo model with the same seeded weights, draws its own seeded
 batches (`backward.Backward`'s inputs and loss), wraps the model in DDP with the cell's
 buckets (`ddp`: 25 MiB, `fixed:<bytes>`, `tensor`: one parameter a bucket), registers
@@ -88,31 +90,51 @@ def bucket_cap_mb(fusion: str) -> float:
 
 class Measurer:
     """One rank of a measured cell (a Ray actor): rank `rank` of `world`, `gpus` to a
-    machine."""
+    machine. It joins its process group in `run`, once the driver has told it which GPUs
+    its machine's ranks hold (`where`): as Ray Train does, every rank of a machine sees
+    them all (`CUDA_VISIBLE_DEVICES`, so NCCL can use the links between them), takes its
+    own by `LOCAL_RANK` and `torch.cuda.set_device`."""
 
     def __init__(self, rank: int, world: int, gpus: int, port: int, timeout_s: float = 60.0,
                  host: str = "127.0.0.1"):  # fmt: skip
-        from gcbench.cluster.worker import join
-
-        self.device = torch.device("cpu")
-        if torch.cuda.is_available() and torch.cuda.device_count():
-            self.device = torch.device("cuda", 0)  # Ray's CUDA_VISIBLE_DEVICES: its own GPU
-            torch.cuda.set_device(self.device)
-        else:
-            torch.set_num_threads(1)  # the actors share the host's cores
-        backend = "nccl" if self.device.type == "cuda" else "gloo"
         self.rank, self.world = rank, world
-        self.groups, self._listen = join(rank, world, gpus, port, timeout_s, host, backend)
+        self._join_args = (rank, world, gpus, port, timeout_s, host)
+        self.device = torch.device("cpu")  # (CUDA is not touched before `run`)
 
     def ready(self) -> str:
         import ray
 
         return str(ray.get_runtime_context().get_node_id())
 
-    def run(self, cell: Cell, steps: int) -> dict[str, Any]:
-        """`WARMUP` then `steps` timed iterations: per step the wall seconds and the
-        seconds inside gcbench's hook; the bytes the hook sent; the parameters' checksum
-        of every rank after the last step."""
+    def where(self) -> tuple[str, list[str]]:
+        """This actor's node and the GPU ids Ray gave it (none for a CPU actor)."""
+        import ray
+
+        return self.ready(), [str(i) for i in ray.get_gpu_ids()]
+
+    def _join(self, visible: list[str], own: str | None) -> None:
+        import os
+
+        from gcbench.cluster.worker import join
+
+        if own is not None:  # Ray Train's shared CUDA_VISIBLE_DEVICES and LOCAL_RANK
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible)
+            local = visible.index(own)
+            os.environ["LOCAL_RANK"] = str(local)
+            self.device = torch.device("cuda", local)
+            torch.cuda.set_device(self.device)
+        else:
+            torch.set_num_threads(1)  # the actors share the host's cores
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        self.groups, self._listen = join(*self._join_args, backend=backend)
+
+    def run(self, cell: Cell, steps: int, visible: list[str] | None = None,
+            own: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Join the process group (`visible`: the GPU ids of this machine's ranks, `own`
+        this actor's; none on CPUs), then `WARMUP` and `steps` timed iterations: per step
+        the wall seconds and the seconds inside gcbench's hook; the bytes the hook sent;
+        the parameters' checksum of every rank after the last step."""
+        self._join(visible or [], own)
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -189,6 +211,23 @@ class Measurer:
         return f"CPU actor ({platform.machine()}, {os.cpu_count()} cores a node)"
 
 
+def _runs(cell: Cell, steps: int) -> Any:
+    """What the driver asks of a cell's actors: each machine's GPU ids (`where`), then
+    every rank's `run` with its machine's."""
+
+    def call(actors: list[Any]) -> list[Any]:
+        import ray
+
+        places = ray.get([a.where.remote() for a in actors])
+        shared: dict[str, list[str]] = {}
+        for node, ids in places:
+            shared.setdefault(node, []).extend(ids)
+        return [a.run.remote(cell, steps, sorted(shared[node]), ids[0] if ids else None)
+                for a, (node, ids) in zip(actors, places, strict=True)]  # fmt: skip
+
+    return call
+
+
 def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
     """A Record's metrics per repetition for a measured cell: each repetition a timed
     iteration (the slowest rank's), with the simulator's prediction for the same cell
@@ -198,7 +237,8 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
 
     check_cell(cell)
     steps = max(repetitions, 3)
-    results, attempts, startup_s = run_actors(cell, Measurer, lambda w: w.run.remote(cell, steps))
+    results, attempts, startup_s = run_actors(cell, Measurer, _runs(cell, steps),
+                                              gpus=cell.device != "cpu")  # fmt: skip
     nodes = len({r["node"] for r in results})
     hardware = f"{len(results)} x {results[0]['device']} on {nodes} node{'s' * (nodes > 1)}"
     checks = {tuple(round(c, 6) for c in r["checksums"]) for r in results}
