@@ -60,7 +60,8 @@ from gcbench.config.network_profile import INTRA_DEFAULT_GBS, NetworkProfile
 from gcbench.errors import ConfigError, first_error
 
 FITTABLE = ("inter_efficiency", "inter_latency_us", "intra_efficiency", "intra_latency_us",
-            "compute_scale", "iteration_overhead_us")  # fmt: skip
+            "compute_scale", "iteration_overhead_us", "bucket_overhead_us",
+            "compute_jitter")  # fmt: skip
 BOUNDS: dict[str, tuple[float, float]] = {
     "inter_efficiency": (0.01, 1.0),
     "intra_efficiency": (0.01, 1.0),
@@ -68,6 +69,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "intra_latency_us": (0.0, 10_000.0),
     "compute_scale": (0.05, 20.0),
     "iteration_overhead_us": (0.0, 1e6),
+    "bucket_overhead_us": (0.0, 1e5),
+    "compute_jitter": (0.0, 1.0),
 }
 METRICS = ("iteration_s", "scaling_factor", "throughput")
 MAX_POINTS_BYTES = 16 * 2**20  # a points file or an nccl-tests output
@@ -460,7 +463,7 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
             abs(x - y) <= 1e-12 * max(abs(x), abs(y), 1e-300) for x, y in zip(a, b, strict=True)
         ):
             why = {"inter": "no point crosses machines", "intra": "no point uses a GPU link",
-                   "compute": "no point computes",
+                   "compute": "no point computes", "bucket": "no point is a whole iteration",
                    "iteration": "no point is a whole iteration"}[p.split("_")[0]]  # fmt: skip
             raise ConfigError(
                 f"--fit: {p} moves no point's prediction ({why}); leave it out of --fit"
@@ -468,7 +471,8 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
     levels = {m.collective[3] for m in ms if m.collective is not None}
     exact = all(m.collective is not None for m in ms) and all(
         p.split("_")[0] in levels for p in params if p != "compute_scale"
-    ) and not {"compute_scale", "iteration_overhead_us"} & set(params)
+    ) and not {"compute_scale", "iteration_overhead_us", "bucket_overhead_us",
+               "compute_jitter"} & set(params)  # fmt: skip
     closed: dict[str, float] | None = None
     if exact:  # each level's points read that level's link alone: one closed form a level
         closed = {}

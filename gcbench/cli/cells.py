@@ -26,6 +26,8 @@ NETWORK_FLAGS = {
     "profile": "--network",
     "compute_scale": "--compute-scale",
     "iteration_overhead_us": "--iteration-overhead-us",
+    "bucket_overhead_us": "--bucket-overhead-us",
+    "compute_jitter": "--compute-jitter",
 }
 # Network fields no flag sets: the profile's digest (filled in from it) and its
 # per-collective overrides (a profile file holds them).
@@ -78,6 +80,13 @@ def simulate(
     iteration_overhead_us: Annotated[
         float | None,
         opt("--iteration-overhead-us", "A fixed cost each iteration pays beyond its layers (0)."),
+    ] = None,
+    bucket_overhead_us: Annotated[
+        float | None, opt("--bucket-overhead-us", "A fixed cost of each bucket's comm (0).")
+    ] = None,
+    compute_jitter: Annotated[
+        float | None,
+        opt("--compute-jitter", "The workers' compute times' coefficient of variation (0)."),
     ] = None,
     strategy: Annotated[
         str | None,

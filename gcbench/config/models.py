@@ -632,6 +632,8 @@ class Cell(Frozen):
             "network_profile": n.profile,
             "compute_scale": n.compute_scale,
             "iteration_overhead_us": n.iteration_overhead_us,
+            "bucket_overhead_us": n.bucket_overhead_us,
+            "compute_jitter": n.compute_jitter,
             "inter_overrides": None if not n.overrides else json.dumps(
                 {k: v.model_dump(exclude_none=True) for k, v in n.overrides.items()},
                 sort_keys=True,

@@ -115,6 +115,21 @@ class Network(Frozen):
         "framework's own work: DDP's bookkeeping, launches, Python); default none, fitted by "
         "`gcbench calibrate --from` on a measured run",
     )
+    bucket_overhead_us: float = Field(
+        0.0,
+        ge=0,
+        le=1e7,
+        description="a fixed cost of each bucket's communication (its launch and the hook's "
+        "bookkeeping); default none, fitted by `gcbench calibrate --from`",
+    )
+    compute_jitter: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="the workers' compute times' coefficient of variation: a synchronous step "
+        "waits for the slowest of n, E[max] = mean x (1 + jitter x e_n), e_n the expected "
+        "maximum of n standard normals; default none",
+    )
 
     @model_validator(mode="before")
     @classmethod

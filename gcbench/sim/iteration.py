@@ -152,6 +152,9 @@ class Costs:
     # A fixed cost every iteration pays beyond the profile's layers (the network
     # profile's `iteration_overhead_us`): part of the update, the iteration's last job
     iteration_overhead_s: float = 0.0
+    # A fixed cost of each bucket's communication (`bucket_overhead_us`: the hook's or
+    # the collective's launch and bookkeeping), added to its first phase
+    bucket_overhead_s: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -439,19 +442,16 @@ def lower(
     # launches, so a shard of every matrix costs as many as the whole)
     extra = 0.0 if c.tensor_compress_s is None else sum(c.tensor_compress_s[i] for i in bucket)
     bpe = 2 if option.fp16 else 4  # bytes per dense element on the wire
-    G = x.G
+    G, loc, actor, core = x.G, "gpu", "w0", f"cpu:{b % x.cores}"
     steps: list[Step] = []
     defer_at = -1  # first step that waits for backward
     tag = f"bucket {b}" if labels else ""  # labels `tag and f"{tag} <what>"`: "" untagged
     started = False  # a phase has run: later GPU work waits on communication
     h = Holding(elements, G)  # what worker 0 holds (`options.Holding`)
-    loc = "gpu"
     compressions = 0  # the `c`s so far, for `fed`
     frames: list[list[Any]] = []  # rooted sections: [level, actor, changed]
-    actor = "w0"
-    core = f"cpu:{b % x.cores}"
     last_compress = ("compute", 0.0, True)
-
+    launch = c.bucket_overhead_s  # paid once, by the bucket's first phase
     if option.fp16:
         defer_at = _gpu_step(steps, defer_at, started, "compute", "compress",
                              c.cast_s(elements), tag and f"{tag} cast fp16", True)  # fmt: skip
@@ -518,13 +518,15 @@ def lower(
         label = tag and f"{tag} {token}"
         if row.servers:
             dur, sent = _servers_phase(x, row.name, h, n, size)
-            steps.append(new_step((stream, "comm", dur, sent, label, False)))
+            steps.append(new_step((stream, "comm", dur + launch, sent, label, False)))
+            launch = 0.0
             row.after(h, n, second, level == "intra", G)  # the servers sum every push
             continue
         if h.comp and rounds > 1 and not row.rounds:
             raise _rounds_error(c.compressor, rounds, token)
         dur, sent = x.comm(level, name, size, h.rings if inter else G)
-        steps.append(new_step((stream, "comm", dur, sent, label, False)))  # waits for none
+        steps.append(new_step((stream, "comm", dur + launch, sent, label, False)))  # waits for none
+        launch = 0.0
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
             cstream, cseconds, cgpu = last_compress
             defer_at = _gpu_step(steps, defer_at, started, cstream, "compress", cseconds,
