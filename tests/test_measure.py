@@ -275,3 +275,19 @@ def test_placement_counts_the_nodes_that_can_hold_workers_and_waits_as_told(monk
         monkeypatch.setenv("GCBENCH_PLACEMENT_TIMEOUT_S", bad)
         with pytest.raises(ConfigError, match="GCBENCH_PLACEMENT_TIMEOUT_S"):
             placement_timeout_s()
+
+
+def test_a_gpu_cell_on_a_cluster_without_gpus_is_refused_up_front(monkeypatch):
+    """A measure cell whose device is a GPU on a Ray cluster with none is refused before
+    anything runs, saying what to do (device: cpu, or let an autoscaler boot GPU nodes);
+    with a placement wait set it is left to wait for them."""
+    from gcbench.cluster.measure import refuse_placement
+
+    c = Cell.model_validate({**cell().model_dump(), "device": "v100"})
+    nodes = [{"Resources": {"CPU": 2.0, "memory": 16e9}}]
+    monkeypatch.delenv("GCBENCH_PLACEMENT_TIMEOUT_S", raising=False)
+    with pytest.raises(ConfigError, match="device v100 puts each rank on a GPU"):
+        refuse_placement(c, nodes)
+    refuse_placement(cell(), nodes)  # device cpu: CPU actors
+    monkeypatch.setenv("GCBENCH_PLACEMENT_TIMEOUT_S", "900")
+    refuse_placement(c, nodes)

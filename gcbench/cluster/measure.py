@@ -79,6 +79,24 @@ def check_cell(cell: Cell) -> None:
     # add up is refused by the cell itself)
 
 
+def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
+    """ConfigError when a GPU cell (device other than `cpu`) meets a Ray cluster with no
+    GPU and no placement wait set (`GCBENCH_PLACEMENT_TIMEOUT_S`: an autoscaling cluster
+    boots its GPU nodes when asked), else emulation's checks."""
+    import os
+
+    from gcbench.cluster.emulate import refuse_placement as placeable
+
+    gpus = sum(n.get("Resources", {}).get("GPU", 0.0) for n in nodes)
+    if cell.device != "cpu" and not gpus and not os.environ.get("GCBENCH_PLACEMENT_TIMEOUT_S"):
+        raise ConfigError(
+            [f"measure: device {cell.device} puts each rank on a GPU; this Ray cluster has "
+             "none (device: cpu measures on CPUs; on an autoscaling cluster set "
+             "GCBENCH_PLACEMENT_TIMEOUT_S so that its GPU nodes can boot)"]
+        )  # fmt: skip
+    placeable(cell, nodes)
+
+
 def bucket_cap_mb(fusion: str) -> float:
     """DDP's `bucket_cap_mb` for a cell's fusion."""
     if fusion == "ddp":

@@ -107,6 +107,12 @@ class Measure(Emulate):
 
         check_cell(cell)
 
+    def refuse_placement(self, cells: list[Any], nodes: list[dict[str, Any]]) -> None:
+        from gcbench.cluster.measure import refuse_placement
+
+        for cell in cells:
+            refuse_placement(cell, nodes)
+
     def run(self, cell: Any, repetitions: int) -> CellOutput:
         from gcbench.cluster.measure import measured
 
