@@ -258,15 +258,16 @@ def test_a_one_actor_nccl_measure_is_within_15pct_of_the_profile(ray_local):
 
 
 def test_placement_counts_the_nodes_that_can_hold_workers_and_waits_as_told(monkeypatch):
-    """STRICT_SPREAD needs a node per machine: a head with `CPU: 0` and the summation
-    servers' nodes hold no workers and do not count; the wait for a placement is
-    `GCBENCH_PLACEMENT_TIMEOUT_S` (a `ray up` cluster boots GPU nodes on demand)."""
+    """STRICT_SPREAD needs a node per machine: a head with `CPU: 0` holds no workers and
+    does not count, nor do the summation servers' nodes for GPU workers; the wait for a
+    placement is `GCBENCH_PLACEMENT_TIMEOUT_S` (a `ray up` cluster boots GPU nodes on
+    demand)."""
     from gcbench.cluster.emulate import PLACEMENT_S, placement_timeout_s, worker_nodes
 
     nodes = [{"Resources": {"CPU": 0.0}}, {"Resources": {"CPU": 36.0, "summation": 1.0}},
              {"Resources": {"CPU": 64.0, "GPU": 8.0}}, {"Resources": {"CPU": 64.0, "GPU": 8.0}}]
-    assert worker_nodes(nodes, gpus=True) == 2 and worker_nodes(nodes, gpus=False) == 2
-    assert worker_nodes(nodes[:2], gpus=False) == 0
+    assert worker_nodes(nodes, gpus=True) == 2 and worker_nodes(nodes, gpus=False) == 3
+    assert worker_nodes(nodes[:1], gpus=False) == 0 and worker_nodes(nodes[:2], gpus=True) == 0
     monkeypatch.delenv("GCBENCH_PLACEMENT_TIMEOUT_S", raising=False)
     assert placement_timeout_s() == PLACEMENT_S
     monkeypatch.setenv("GCBENCH_PLACEMENT_TIMEOUT_S", "900")

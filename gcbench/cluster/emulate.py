@@ -90,13 +90,11 @@ def placement_timeout_s() -> float:
 
 def worker_nodes(alive: list[dict[str, Any]], gpus: bool) -> int:
     """How many live nodes can hold a machine's workers: those with GPUs (for GPU
-    actors), else those with CPUs that are not summation servers; a head with `CPU: 0`
-    never counts."""
+    actors), else those with CPUs; a head with `CPU: 0` never counts, nor, for GPU
+    actors, the summation servers' nodes (which have none)."""
     def fits(n: dict[str, Any]) -> bool:
         r = n.get("Resources", {})
-        if gpus:
-            return r.get("GPU", 0) > 0
-        return r.get("CPU", 0) > 0 and not r.get("summation", 0)
+        return r.get("GPU", 0) > 0 if gpus else r.get("CPU", 0) > 0
 
     return sum(fits(n) for n in alive)
 # Ray CPUs an emulated worker asks for: bookkeeping only (the workers of a cell share the
