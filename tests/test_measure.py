@@ -73,7 +73,9 @@ def test_a_measure_suite_trains_with_ddp_and_reports_its_prediction(ray_local, t
     assert (0 < dgc["wire_bytes"]).all() and (dgc["wire_bytes"] < 0.1 * gradient).all()
     run = next((tmp_path / "r" / "m").iterdir())
     page = write_report(run, tmp_path / "report")
-    assert "Measured against predicted" in Path(page).read_text()
+    text = Path(page).read_text()
+    assert "Measured against predicted" in text and "Breakdown, measured and predicted" in text
+    assert (rows["predicted_compute_s"] > 0).all() and (rows["predicted_exposed_s"] >= 0).all()
 
 
 @pytest.mark.slow  # 1.5 s: twelve cells simulated over a fit

@@ -20,6 +20,7 @@ from gcbench import load_results
 from gcbench.cli import app
 from gcbench.config import Cell, expand
 from gcbench.errors import ConfigError
+from gcbench.report import against as A
 from gcbench.report import figures as F
 from gcbench.report.compare import compare_runs
 from gcbench.report.html import script_json, write_report
@@ -133,15 +134,15 @@ def test_agreement_pairs_emulated_cells_with_their_simulated_twins(grid):
         iteration_s=sim["iteration_s"] * 1.01,
     )
     df = pd.concat([grid, emu], ignore_index=True)
-    pairs = F.agreement_table(df)
+    pairs = A.agreement_table(df)
     assert len(pairs) == len(sim)
     assert (pairs["iteration_s"] / pairs["sim_iteration_s"]).tolist() == pytest.approx(
         [1.01] * len(sim)
     )
     assert set(pairs["sim_cell_id"]) == set(sim["cell_id"])
-    fig = F.agreement_figure(df)
+    fig = A.agreement_figure(df)
     assert len(fig.data[0].x) == len(sim)
-    assert F.agreement_table(grid).empty  # no emulated cells: no figure
+    assert A.agreement_table(grid).empty  # no emulated cells: no figure
 
 
 def test_user_strings_reach_plotly_escaped():

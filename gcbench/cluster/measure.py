@@ -283,6 +283,8 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
             "comm_exposed_s": hook, "compute_s": None if hook is None else iters[k] - hook,
             "wire_bytes": results[0]["wire_bytes"],
             "predicted_iteration_s": sim["iteration_s"],
+            "predicted_compute_s": sim["compute_s"],
+            "predicted_exposed_s": sim["comm_exposed_s"] + sim["compress_exposed_s"],
             "iteration_spread": (max(iters) - min(iters)) / median,
             "attempts": attempts, "startup_s": startup_s, "hardware": hardware,
         })  # fmt: skip

@@ -38,6 +38,7 @@ import pandas as pd
 
 from gcbench.errors import ConfigError
 from gcbench.files import atomic_write, check_writable, read_limited
+from gcbench.report import against as A
 from gcbench.report import figures as F
 from gcbench.report.headline import headline, headline_html
 from gcbench.report.labels import (
@@ -316,10 +317,12 @@ def _figures(df: pd.DataFrame, cells: pd.DataFrame) -> list[tuple[str, str, Any]
         out.append(("speedup", "Speed-up over no compression", F.speedup_figure(df)))
     if not F.gap_to_upper_bound(df).empty:
         out.append(("gap", "Gap to the upper bound", F.gap_figure(df)))
-    if not F.agreement_table(df).empty:
-        out.append(("agreement", "Emulate against simulate", F.agreement_figure(df)))
+    if not A.agreement_table(df).empty:
+        out.append(("agreement", "Emulate against simulate", A.agreement_figure(df)))
     if "predicted_iteration_s" in ok and ok["predicted_iteration_s"].notna().any():
-        out.append(("prediction", "Measured against predicted", F.prediction_figure(df)))
+        out.append(("prediction", "Measured against predicted", A.prediction_figure(df)))
+        out.append(("prediction-breakdown", "Breakdown, measured and predicted",
+                    A.prediction_breakdown_figure(df)))  # fmt: skip
     return out
 
 

@@ -88,6 +88,8 @@ METRICS: dict[str, str] = {
     "agg_error_steps": "emulate: the same for the sum of the aggregates over the emulated "
     "iterations, where error feedback pays back what compression dropped",
     "predicted_iteration_s": "measure: the simulator's iteration for the same cell",
+    "predicted_compute_s": "measure: the simulator's compute_s for the same cell",
+    "predicted_exposed_s": "measure: the simulator's exposed communication and compression",
     "iteration_spread": "measure: (slowest - fastest) / median of the timed iterations",
     "attempts": "emulate, measure: the runs the cell took on fresh actors (2+: an actor died)",
     "startup_s": "emulate, measure: seconds from creating the actors to all in their groups",
@@ -96,7 +98,8 @@ METRICS: dict[str, str] = {
 METRIC_COLUMNS: tuple[str, ...] = tuple(METRICS)
 # empty when simulated
 EMULATE_METRICS: tuple[str, ...] = ("agg_error", "agg_error_steps", "attempts", "startup_s")
-MEASURE_METRICS: tuple[str, ...] = ("predicted_iteration_s", "iteration_spread", "hardware")
+MEASURE_METRICS: tuple[str, ...] = ("predicted_iteration_s", "predicted_compute_s",
+                                     "predicted_exposed_s", "iteration_spread", "hardware")
 
 # Columns describing gcbench's own execution of a cell (set by the Ray task): with
 # `run_id` and `planner_s` the only ones that may differ between two runs of a cell.
