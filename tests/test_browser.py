@@ -259,3 +259,39 @@ def test_the_breakdown_opens_on_the_largest_cluster_with_the_winner_starred(brow
     assert sum(x.startswith("★") for x in got["labels"]) == got["panels"] == 2, got
     assert got["first"].startswith("2×4"), got  # the run's most GPUs (2 machines of 4)
     page.close()
+
+
+def test_a_measured_run_draws_measured_against_predicted(browser, tmp_path):
+    """A `mode: measure` run (rows as `cluster.measure` writes them: times 3x the
+    simulator's, DGC's split from its hook, fp32's not split) opens offline with no error,
+    its headline, breakdown and both prediction figures drawn."""
+    import gcbench
+    from gcbench.backends.simulate import simulate_cell
+    from gcbench.results.schema import record
+
+    store, _ = RunStore.open(tmp_path / "results", "measure")
+    grid = [Cell.model_validate({
+        "model": "tiny-mlp", "compressor": comp, "strategy": strategy, "device": "cpu",
+        "mode": "measure", "network": {"intra": "pcie", "inter_gbps": 10},
+        "cluster": {"machines": 2, "gpus_per_machine": 2}})
+        for strategy, comp in (("fp32", "none"), ("allgather", "dgc-1pct"))]  # fmt: skip
+    store.write_manifest({"suite": "measure", "status": "finished", "grid": [c.id for c in grid]})
+    for c in grid:
+        sim = simulate_cell(c.model_copy(update={"mode": "simulate"})).metrics
+        split = c.strategy != "fp32"
+        m = {**sim, "iteration_s": 3 * sim["iteration_s"], "predicted_iteration_s":
+             sim["iteration_s"], "predicted_compute_s": sim["compute_s"],
+             "predicted_exposed_s": sim["comm_exposed_s"], "iteration_spread": 0.1,
+             "compute_s": 2 * sim["iteration_s"] if split else None,
+             "comm_exposed_s": sim["iteration_s"] if split else None,
+             "attempts": 1, "startup_s": 2.0, "hardware": "4 x CPU actor on 1 node"}  # fmt: skip
+        rows = [record(suite="measure", cell_id=c.id, config=c.flat(), metrics=m, error=None,
+                       repetition=0, gcbench_version=gcbench.__version__, run_id=store.run_id,
+                       meta={})]  # fmt: skip
+        store.write_cell(c.id, rows, [], None)
+    page_path = write_report(store.path, tmp_path / "out")
+    page, errors, outside = visit(browser, page_path, tmp_path / "out")
+    assert errors == [] and outside == []
+    ids = [p["id"] for p in check_plots(page, 3)]
+    assert {"breakdown", "prediction", "prediction-breakdown"} <= set(ids), ids
+    page.close()
