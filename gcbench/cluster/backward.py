@@ -25,15 +25,17 @@ from gcbench.errors import ConfigError
 from gcbench.zoo.profile import ModelProfile
 
 
-def check(profile_file: str | None, name: str) -> None:
+def check(profile_file: str | None, name: str, what: str = "emulate: compute_time: measured",
+          instead: str = "compute_time: profile") -> None:  # fmt: skip
     """ConfigError unless a real backward can run: a zoo model, not one whose profile
-    comes from a file (it has no module to run)."""
+    comes from a file (it has no module to run); `what` runs it, `instead` says what to
+    use otherwise."""
     from gcbench.zoo.nets import BUILDERS
 
     if profile_file is not None or name not in BUILDERS:
         raise ConfigError(
-            [f"emulate: compute_time: measured runs a zoo model's real backward; "
-             f"{profile_file or name} is not one (compute_time: profile)"]
+            [f"{what} runs a zoo model's real backward; {profile_file or name} is not one "
+             f"({instead})"]
         )  # fmt: skip
 
 

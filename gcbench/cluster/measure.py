@@ -75,8 +75,8 @@ def check_cell(cell: Cell) -> None:
              f"offload and per-bucket hierarchical plans are not); measure runs "
              f"{', '.join(HOOKED)}: emulate or simulate it"]
         )  # fmt: skip
-    check(cell.model.profile, cell.model.name)  # (`allreduce` of payloads that do not
-    # add up is refused by the cell itself)
+    # (`allreduce` of payloads that do not add up is refused by the cell itself)
+    check(cell.model.profile, cell.model.name, "measure", "simulate or emulate it")
 
 
 def refuse_placement(cell: Cell, nodes: list[dict[str, Any]]) -> None:
