@@ -294,3 +294,20 @@ def test_a_gpu_cell_on_a_cluster_without_gpus_is_refused_up_front(monkeypatch):
     refuse_placement(cell(), nodes)  # device cpu: CPU actors
     monkeypatch.setenv("GCBENCH_PLACEMENT_TIMEOUT_S", "900")
     refuse_placement(c, nodes)
+
+
+@pytest.mark.slow
+def test_simulate_mode_measure_prints_the_measurement_beside_the_prediction(ray_local):
+    """`gcbench simulate --mode measure`: what it ran on, the iteration against the
+    simulator's, and the hook's split (gcbench's DGC hook runs synchronously)."""
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    r = CliRunner().invoke(app, ["simulate", "--mode", "measure", "--model", "tiny-mlp",
+                                 "--device", "cpu", "--machines", "1", "--gpus-per-machine",
+                                 "2", "--strategy", "allgather", "--compressor", "dgc-1pct",
+                                 "--inter-gbps", "10"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "measured on 2 x CPU actor" in r.stdout and "predicted by simulate" in r.stdout
+    assert "exposed communication and compression (inside the hook)" in r.stdout

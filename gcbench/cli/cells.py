@@ -276,6 +276,9 @@ def simulate(
         f"{n.intra} · {n.inter_gbps:g} Gbps · {cell.device}"
         + (f" · network {n.profile}" if n.profile else "")
     )
+    if cell.measured_ddp:
+        _print_measured(m, unit)
+        return
     typer.echo(
         f"iteration {m['iteration_s'] * 1e3:.2f} ms · {m['throughput']:,.0f} {unit}/s · "
         f"scaling factor {m['scaling_factor']:.3f}"
@@ -301,6 +304,23 @@ def simulate(
     if trace is not None:
         note = shown_note(cell.cluster.machines, cell.cluster.gpus_per_machine)
         typer.echo(f"trace: {trace}" + (f" ({note})" if note else ""))
+
+
+def _print_measured(m: dict[str, Any], unit: str) -> None:
+    """A measured cell (`--mode measure`): what it ran on, its iteration against the
+    simulator's prediction, and the split its hook's timestamps give (gcbench's hooks)."""
+    it, pred = m["iteration_s"], m["predicted_iteration_s"]
+    typer.echo(f"measured on {m['hardware']}: iteration {it * 1e3:.2f} ms (the timed ones "
+               f"spread over {m['iteration_spread']:.0%} of it) · {m['throughput']:,.0f} "
+               f"{unit}/s")  # fmt: skip
+    typer.echo(f"predicted by simulate {pred * 1e3:.2f} ms: measured / predicted "
+               f"{it / pred:.2f}x (fit a profile to measured runs: calibrate --from)")  # fmt: skip
+    if m.get("comm_exposed_s") is None:
+        typer.echo("torch's own hook runs asynchronously: compute and communication not split")
+    else:
+        typer.echo(f"compute {m['compute_s'] * 1e3:.2f} ms · exposed communication and "
+                   f"compression (inside the hook) {m['comm_exposed_s'] * 1e3:.2f} ms · "
+                   f"{m['wire_bytes'] / 2**20:,.3f} MiB sent per GPU")  # fmt: skip
 
 
 def _baselines(cell: Any) -> list[tuple[str, float]]:
