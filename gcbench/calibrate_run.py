@@ -34,13 +34,16 @@ def _predict(cell: Any, values: dict[str, float]) -> float:
 
 
 def measured_cells(run: Path) -> list[tuple[Any, float]]:
-    """(cell, its median measured iteration) for every ok measured cell of `run`, rebuilt
-    from the run's suite file, in the order of their ids."""
+    """(cell, its median measured iteration) for every ok measured cell of `run` (a run
+    folder, or a suite folder's latest run), rebuilt from the run's suite file, in the
+    order of their ids."""
     from gcbench.config import expand, load_suite
-    from gcbench.results.store import load_results
+    from gcbench.results.store import load_results, resolve_run
 
-    if not (run / "manifest.json").is_file():
-        raise ConfigError([f"--from {run}: not a run folder (no manifest.json)"])
+    try:  # a run folder, or a suite folder's latest run
+        run = resolve_run(run)
+    except ConfigError as e:
+        raise ConfigError([f"--from {m}" for m in e.messages]) from None
     df = load_results(run)
     ok = df[(df["status"] == "ok") & (df["mode"] == "measure")] if not df.empty else df
     if ok.empty:

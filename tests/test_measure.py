@@ -126,6 +126,8 @@ def test_calibrate_from_a_run_fits_on_some_cells_and_scores_the_others(tmp_path)
     empty.write_manifest({"status": "finished", "suite_file": str(suite_file)})
     r = CliRunner().invoke(app, ["calibrate", "--from", str(empty.path)])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "no measured cells" in r.stderr
+    r = CliRunner().invoke(app, ["calibrate", "--from", str(tmp_path / "nowhere")])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--from" in r.stderr
 
 
 @pytest.mark.slow
