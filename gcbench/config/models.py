@@ -59,6 +59,11 @@ def _as_list(value: Any) -> Any:
     return value if isinstance(value, list) else [value]
 
 
+# A model's math: torch's defaults, TF32 matmuls too, or automatic mixed precision. Under
+# AMP (torch.amp docs, "Automatic Mixed Precision"): autocast runs eligible ops in fp16 or
+# bf16 while the parameters, and so their gradients, stay fp32; DDP therefore reduces
+# fp32 buckets, and the gradients' bytes on the wire do not change with the precision
+# (compute does: `zoo.devices.Device.math`). `cluster.measure` runs AMP so.
 Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16"]
 assert get_args(Precision) == PRECISIONS
 
