@@ -2,6 +2,7 @@
 simulated with (`gcbench/data/cpu-costs.json`, read by `gcbench.compress.costs.cpu_table`).
 
     python benchmarks/measure_cpu_costs.py [--runs 3] [--out gcbench/data/cpu-costs.json]
+                                           [--only topk,...]  (the others kept from --out)
 
 `gcbench bench compressors` (`costs.measure`: every compressor's compress and aggregate of
 one payload, interleaved, warm-up then the median of 7 repeats, 3 at 2^22 elements) at
@@ -34,8 +35,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("gcbench/data/cpu-costs.json"))
+    ap.add_argument("--only", default="", help="re-measure these kinds, keep the others")
     args = ap.parse_args()
-    kinds = sorted(names())
+    kinds = sorted(names()) if not args.only else sorted(args.only.split(","))
     runs = [measure(kinds, SIZES) for _ in range(args.runs)]
     table = CostTable(
         runs[0].device,
@@ -67,6 +69,16 @@ def main() -> None:
             for x, y in pts[side] if y > 0
         )
         print(f"{kind:12s} {worst:16.1%} {spread:16.1%}")
+    if args.only:  # the other kinds as the file had them, its source saying both
+        from gcbench.compress.costs import table_from_json
+
+        kept = table_from_json(json.loads(args.out.read_text()))
+        for kind in kept.compress:
+            if kind not in kinds:
+                table.compress[kind] = kept.compress[kind]
+                table.decompress[kind] = kept.decompress[kind]
+                table.points[kind] = kept.points[kind]
+        table.source = f"{kept.source}; {', '.join(kinds)} again: {table.source}"
     args.out.write_text(json.dumps(table.to_json(), indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -249,3 +249,24 @@ def test_presets_build():
     for preset in PRESETS:
         assert create(preset).name == PRESETS[preset].kind  # type: ignore[attr-defined]
     assert math.isclose(create("topk-0.1pct").ratio, 0.001)  # type: ignore[attr-defined]
+
+
+def test_topks_host_path_keeps_exactly_the_k_largest_whatever_its_sample_says():
+    """The CPU fast path (`sparsify.top_k_host`: a threshold from a strided sample, then
+    topk among what passes) keeps the same k as `torch.topk` over everything: for normal,
+    heavy-tailed and tied values, and where the sample sits exactly on the largest
+    values (its threshold too high: the fallback runs)."""
+    from gcbench.compress.sparsify import top_k_host
+
+    g = torch.Generator().manual_seed(0)
+    n, k = 2**18, 2**18 // 100
+    normal = torch.randn(n, generator=g).abs()
+    heavy = torch.randn(n, generator=g).abs() ** 4
+    tied = torch.zeros(n)
+    tied[:50] = 3.0
+    fooled = torch.rand(n, generator=g)
+    fooled[:: max(1, n // 65536)] = 10.0  # every sampled position the largest
+    for a in (normal, heavy, tied, fooled):
+        got = top_k_host(a, k)
+        assert got.numel() == k and got.unique().numel() == k
+        assert a[got].min() >= torch.topk(a, k).values.min()  # none smaller than the k-th
