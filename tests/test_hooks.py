@@ -58,7 +58,7 @@ def _worker(rank: int, world: int, store: str, out: str, specs: list[str]) -> No
             opt.step()
         sent = getattr(state, "sent_bytes", None)
         results[spec] = (torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
-                         None if sent is None else sum(sent), first)  # fmt: skip
+                         sent, first)  # fmt: skip
     torch.save(results, f"{out}/rank{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()

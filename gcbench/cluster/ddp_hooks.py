@@ -37,7 +37,7 @@ a rebuilt bucket starts from no residual.
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations as objects
 # (`bucket: dist.GradBucket`, a `torch.futures.Future[torch.Tensor]` back)
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -68,7 +68,7 @@ class HookState:
     option: Any
     process_group: Any = None
     step: int = 0
-    sent_bytes: list[int] = field(default_factory=list)  # per bucket call: bytes this rank sent
+    sent_bytes: int = 0  # the bytes this rank sent so far, every bucket of every step
 
 
 def spec_of(spec: str) -> Any:
@@ -155,12 +155,12 @@ def _gcbench_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Fu
     # per bucket and size (DDP rebuilds its buckets once); COVAP reads its shard index
     # after the `#`
     key = f"bucket{x.numel()}#{bucket.index()}"
-    if hasattr(state.compressor, "shapes"):  # ACP-SGD: each parameter's matrix
+    if hasattr(state.compressor, "shapes"):  # low-rank: each parameter's matrix
         state.compressor.shapes[key] = [tuple(g.shape) for g in bucket.gradients()]
     groups = _groups(state.process_group)
     out = run_option(state.option, x.detach().float().reshape(-1), state.compressor,
                      state.memory, key, state.step, groups, bucket=bucket.index())  # fmt: skip
-    state.sent_bytes.append(sum(out.phase_bytes))
+    state.sent_bytes += sum(out.phase_bytes)
     if bucket.is_last():
         state.step += 1
     mean = out.aggregate.div_(groups.sizes["flat"]).to(x.dtype).reshape(x.shape)

@@ -210,7 +210,7 @@ class Measurer:
         sums = [torch.zeros(1, dtype=torch.float64, device=self.device) for _ in range(self.world)]
         dist.all_gather(sums, total.reshape(1).to(self.device))
         sent = getattr(state, "sent_bytes", None)
-        per_step = None if not sent else sum(sent) / (WARMUP + steps)
+        per_step = None if not sent else sent / (WARMUP + steps)
         return {"rank": self.rank, "step_s": step_s, "hook_s": hook_s,
                 "device": self._device_name(), "node": self.ready(),
                 "synchronous": isinstance(state, ddp_hooks.HookState),
