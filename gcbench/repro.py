@@ -249,11 +249,8 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
             value = f.get("value")
             ok = f.get("expressible") is True
             predicted = error = None
-            if ok and f["metric"] in METRICS and value:
-                predicted = predict(f, bed, values)
-                error = predicted / float(value) - 1
-            elif ok and f["metric"] == "bucket_comm_ms":
-                predicted = _buckets_ms(f, net, values)
+            if _scored(f):
+                predicted = _value_of(f, bed, net, values)
                 error = predicted / float(value) - 1
             rows.append(Row(f["id"], f["paper"], str(f["where"]), name, f["metric"],
                             None if value is None else float(value), predicted, error,
@@ -293,8 +290,15 @@ class Consistency:
     best_worst: float
 
 
+def _scored(f: dict[str, Any]) -> bool:
+    """An expressible figure with a value, of a metric gcbench predicts."""
+    return (f.get("expressible") is True and bool(f.get("value"))
+            and (f["metric"] in METRICS or f["metric"] == "bucket_comm_ms"))  # fmt: skip
+
+
 def _value_of(f: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
               values: dict[str, float]) -> float:  # fmt: skip
+    """The figure's value as gcbench predicts it with `values` over the testbed."""
     if f["metric"] == "bucket_comm_ms":
         return _buckets_ms(f, net, values)
     return predict(f, bed, values)
@@ -326,8 +330,7 @@ def consistency(figs: list[dict[str, Any]], bed: dict[str, Any], net: dict[str, 
     compare or fits nothing."""
     from gcbench.calibrate import BOUNDS
 
-    scored = [f for f in figs if f.get("expressible") is True and f.get("value")
-              and (f["metric"] in METRICS or f["metric"] == "bucket_comm_ms")]  # fmt: skip
+    scored = [f for f in figs if _scored(f)]
     if len(scored) < 2 or not values:
         return None
     param = str((bed.get("fit_params") or [next(iter(values))])[0])

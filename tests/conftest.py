@@ -68,3 +68,42 @@ grid:
   network: [{inter_gbps: 10}, {inter_gbps: 100}]
   cluster: [{machines: 1, gpus_per_machine: 2}, {machines: 2, gpus_per_machine: 2}]
 """
+
+
+def kill_own_actor_while(work, name: str, seconds: float = 120.0) -> tuple[bool, dict]:
+    """Run `work()` on a thread and SIGKILL the first process named `ray::<name>` that
+    this test process started (its Ray runs under it: another Ray's on the host is never
+    a candidate) while it runs: (whether one was killed, {"value": what `work` returned}
+    or {"error": what it raised})."""
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # handed to the test
+            box["error"] = e
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    killed = False
+    deadline = time.monotonic() + seconds
+    me = psutil.Process()
+    while not killed and time.monotonic() < deadline and runner.is_alive():
+        for proc in me.children(recursive=True):
+            try:
+                mine = (proc.cmdline() or [""])[0].startswith(f"ray::{name}")
+            except psutil.Error:
+                continue
+            if mine:
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+                break
+        time.sleep(0.05)
+    runner.join(timeout=240)
+    return killed, box

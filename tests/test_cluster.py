@@ -529,15 +529,13 @@ def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retr
     the cell runs again on fresh actors and completes with the same exact aggregate.
     Only this test's Ray workers are candidates: a decoy process named `ray::Worker.run`
     that is not this test's survives (issue #35)."""
-    import signal
     import subprocess
-    import threading
-    import time
 
     import psutil
 
+    from conftest import kill_own_actor_while
+
     c = Cell.model_validate({**cell("fp32").model_dump(), "model": "resnet50"})
-    box: dict[str, object] = {}
     # a decoy named as Ray's workers are, not this test's (its parent exits: not a child
     # of this process, as another user's worker would not be): it must survive
     out = subprocess.run(
@@ -546,39 +544,16 @@ def test_a_worker_killed_mid_cell_fails_the_attempt_at_once_and_the_cell_is_retr
     )  # fmt: skip
     decoy = psutil.Process(int(out.stdout))
 
-    def emulate() -> None:
-        try:
-            box["e"] = emulate_cell(c, steps=2)
-        except BaseException as e:  # handed to the test below
-            box["error"] = e
-
-    runner = threading.Thread(target=emulate)
-    runner.start()
-    killed_at = None
-    deadline = time.monotonic() + 120
+    killed, box = kill_own_actor_while(lambda: emulate_cell(c, steps=2), "Worker.run")
     me = psutil.Process()
-    while killed_at is None and time.monotonic() < deadline and runner.is_alive():
-        # this test's Ray instance runs under this process (its raylet is a child): only
-        # its workers are candidates, never another Ray's on the host
-        for p in me.children(recursive=True):
-            try:
-                mine = (p.cmdline() or [""])[0].startswith("ray::Worker.run")
-            except psutil.Error:
-                continue
-            if mine:
-                p.send_signal(signal.SIGKILL)
-                killed_at = time.monotonic()
-                break
-        time.sleep(0.05)
-    runner.join(timeout=240)
     try:
         assert decoy.is_running() and decoy.cmdline()[0] == "ray::Worker.run"
         assert decoy not in me.children(recursive=True)
     finally:
         decoy.kill()  # started here: its PID is this test's to signal
-    assert killed_at is not None, "no worker was seen running"
+    assert killed, "no worker was seen running"
     assert "error" not in box, box.get("error")
-    e = box["e"]
+    e = box["value"]
     assert e.attempts == 2
     assert e.error_first < 1e-6 and e.bound_ratio <= 1.0
 

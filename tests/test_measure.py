@@ -183,46 +183,22 @@ def test_an_actor_killed_mid_cell_retries_the_cell_on_fresh_actors(ray_local):
     """SIGKILL one measuring actor's process (this test's Ray only, by PID) while the cell
     runs: the attempt fails as soon as its death is known, the cell runs again on fresh
     actors and its rows say it took 2 attempts; no actor or placement group outlives it."""
-    import signal
-    import threading
     import time
 
-    import psutil
     from ray._private import state
     from ray.util import placement_group_table
 
     from gcbench.cluster.measure import measured
 
+    from conftest import kill_own_actor_while
+
     before = {a for a, info in state.actors().items() if info["State"] == "ALIVE"}
     c = cell("allgather", "efsignsgd", model="tiny-cnn")
-    box: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            box["rows"] = measured(c, repetitions=40)  # long enough to be seen running
-        except BaseException as e:  # handed to the test below
-            box["error"] = e
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    killed = False
-    deadline = time.monotonic() + 120
-    me = psutil.Process()
-    while not killed and time.monotonic() < deadline and runner.is_alive():
-        for p in me.children(recursive=True):  # this test's Ray runs under this process
-            try:
-                mine = (p.cmdline() or [""])[0].startswith("ray::Measurer.run")
-            except psutil.Error:
-                continue
-            if mine:
-                p.send_signal(signal.SIGKILL)
-                killed = True
-                break
-        time.sleep(0.05)
-    runner.join(timeout=240)
+    # 40 repetitions: long enough to be seen running
+    killed, box = kill_own_actor_while(lambda: measured(c, repetitions=40), "Measurer.run")
     assert killed, "no measuring actor was seen running"
     assert "error" not in box, box.get("error")
-    rows = box["rows"]
+    rows = box["value"]
     assert all(r["attempts"] == 2 and r["startup_s"] > 0 for r in rows)  # type: ignore[attr-defined]
     assert "x CPU actor" in rows[0]["hardware"]  # type: ignore[index]
     for _ in range(50):  # `ray.kill` is asynchronous: the GCS says DEAD a moment later

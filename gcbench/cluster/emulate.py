@@ -295,25 +295,17 @@ def emulate_cell(
     its death is known (the other workers are stopped, not left to their collectives'
     timeouts), and the cell runs again on fresh actors, at most `ATTEMPTS` times in all:
     the gradients are seeded, so a retried cell gives the same result."""
-    from ray.exceptions import RayActorError
-
     from gcbench.backends.simulate import plan_record
+    from gcbench.cluster.worker import Worker
 
     profile, step, period = check_cell(cell)
     steps = max(steps, period)  # the virtual clock times every step of the period
     held = _held_out(cell, step.plan)
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            results, startup_s, server_nodes = _attempt(
-                cell, steps, timeout_s, keep, step.plan, held
-            )
-            break
-        except RayActorError as e:
-            if attempt == ATTEMPTS:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise RuntimeError(
-                    f"emulate: a worker died in each of {ATTEMPTS} attempts: {first}"
-                ) from None
+
+    def call(workers: list[Any], servers: list[Any]) -> list[Any]:
+        return [w.run.remote(cell, steps, keep, servers, step.plan, held) for w in workers]
+
+    results, attempt, startup_s, server_nodes = run_actors(cell, Worker, call, None, timeout_s)
     fid = results[0]["fidelity"]
     record = None
     if strategies.get(cell.strategy).planner:
@@ -357,36 +349,21 @@ def _held_out(cell: Cell, planned: Any) -> dict[Any, Any]:
     return held_out_state(profile, cell.seed)
 
 
-def _attempt(
-    cell: Cell, steps: int, timeout_s: float, keep: bool, plan: Any, held: dict[Any, Any]
-) -> tuple[list[dict[str, Any]], float, list[str]]:
-    """One attempt on fresh actors: every worker's result by rank, the start-up seconds
-    and the servers' nodes. The actors and their placement groups are released whatever
-    happens."""
-    from gcbench.cluster.worker import Worker
-
-    def call(workers: list[Any], servers: list[Any]) -> list[Any]:
-        return [w.run.remote(cell, steps, keep, servers, plan, held) for w in workers]
-
-    return _on_actors(cell, Worker, call, timeout_s)
-
-
 def run_actors(
-    cell: Cell, actor_cls: Any, call: Any, gpus: bool, timeout_s: float = 600.0
-) -> tuple[list[Any], int, float]:
-    """`call(actors)` (their result refs) on one fresh `actor_cls(rank, world, gpus, port,
-    host=...)` per GPU of `cell`, placed as the emulated workers are, each holding a GPU
-    where `gpus`: their results by rank, the attempts it took and the last one's start-up
-    seconds. A dead actor fails the attempt; the cell runs again on fresh actors,
-    `ATTEMPTS` times in all."""
+    cell: Cell, actor_cls: Any, call: Any, gpus: bool | None, timeout_s: float = 600.0
+) -> tuple[list[Any], int, float, list[str]]:
+    """`call(actors, servers)` (their result refs) on one fresh `actor_cls(rank, world,
+    gpus, port, host=...)` per GPU of `cell` and its summation servers (`_on_actors`;
+    `gpus`: whether each actor holds a GPU, None: where the Ray cluster has GPUs now):
+    the results by rank, the attempts it took, the last one's start-up seconds and its
+    servers' nodes. A dead actor fails the attempt at once; the cell runs again on fresh
+    actors, `ATTEMPTS` times in all."""
     from ray.exceptions import RayActorError
 
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            results, startup_s, _ = _on_actors(
-                cell, actor_cls, lambda workers, _: call(workers), timeout_s, gpus
-            )
-            return results, attempt, startup_s
+            results, startup_s, servers = _on_actors(cell, actor_cls, call, timeout_s, gpus)
+            return results, attempt, startup_s, servers
         except RayActorError as e:
             if attempt == ATTEMPTS:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

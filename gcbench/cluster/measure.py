@@ -233,7 +233,7 @@ def _runs(cell: Cell, steps: int) -> Any:
     """What the driver asks of a cell's actors: each machine's GPU ids (`where`), then
     every rank's `run` with its machine's."""
 
-    def call(actors: list[Any]) -> list[Any]:
+    def call(actors: list[Any], _servers: list[Any]) -> list[Any]:
         import ray
 
         places = ray.get([a.where.remote() for a in actors])
@@ -250,36 +250,31 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
     """A Record's metrics per repetition for a measured cell: each repetition a timed
     iteration (the slowest rank's), with the simulator's prediction for the same cell
     beside it (`predicted_iteration_s`) and the spread of the timed iterations."""
-    from gcbench.backends.simulate import cell_profile, simulate_cell
+    from gcbench.backends.simulate import simulate_cell
     from gcbench.cluster.emulate import run_actors
 
     check_cell(cell)
     steps = max(repetitions, 3)
-    results, attempts, startup_s = run_actors(cell, Measurer, _runs(cell, steps),
-                                              gpus=cell.device != "cpu")  # fmt: skip
+    results, attempts, startup_s, _ = run_actors(cell, Measurer, _runs(cell, steps),
+                                                 gpus=cell.device != "cpu")  # fmt: skip
     nodes = len({r["node"] for r in results})
     hardware = f"{len(results)} x {results[0]['device']} on {nodes} node{'s' * (nodes > 1)}"
-    checks = {tuple(round(c, 6) for c in r["checksums"]) for r in results}
-    first = results[0]["checksums"]
-    if len(checks) != 1 or max(first) - min(first) > 1e-9 * max(1.0, abs(first[0])):
+    first = results[0]["checksums"]  # every rank's, allgathered
+    if max(first) - min(first) > 1e-9 * max(1.0, abs(first[0])):
         raise RuntimeError(f"measure: the ranks' parameters differ after {steps} steps "
                            f"(checksums {', '.join(f'{c:.9g}' for c in first)})")  # fmt: skip
     iters = [max(r["step_s"][k] for r in results) for k in range(steps)]
     median = statistics.median(iters)
     sim = simulate_cell(cell.model_copy(update={"mode": "simulate"})).metrics
-    profile = cell_profile(cell)
-    samples = profile.batch_size * (profile.seq_len or 1) if profile.sample_unit == "tokens" \
-        else profile.batch_size  # fmt: skip
+    per_iteration = sim["throughput"] * sim["iteration_s"]  # samples an iteration, all GPUs
     sync = results[0]["synchronous"]
     rows = []
     for k in range(steps)[-repetitions:]:
         hook = max(r["hook_s"][k] for r in results) if sync else None
         rows.append({
-            **{m: None for m in sim if m not in ("sample_unit", "tensors", "model_mib")},
-            "sample_unit": sim.get("sample_unit"), "tensors": sim.get("tensors"),
-            "model_mib": sim.get("model_mib"), "buckets": None, "plan_file": "",
-            "iteration_s": iters[k],
-            "throughput": samples * cell.cluster.gpus / iters[k],
+            **{m: None for m in sim},
+            **{m: sim[m] for m in ("sample_unit", "tensors", "model_mib")}, "plan_file": "",
+            "iteration_s": iters[k], "throughput": per_iteration / iters[k],
             "comm_exposed_s": hook, "compute_s": None if hook is None else iters[k] - hook,
             "wire_bytes": results[0]["wire_bytes"],
             "predicted_iteration_s": sim["iteration_s"],
