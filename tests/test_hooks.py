@@ -131,7 +131,7 @@ def test_each_hook_averages_what_the_library_compresses_sums_and_decompresses(tr
                     name, ef = "covap", {"coefficient": c.ef_coefficient}
                 if c.family == "lowrank":
                     c = (HookFused if s.kind == "powersgd" else Fused)(c, {key: shapes})
-                mem = create_memory(strategies.get(name).memory_kind(s.kind), **ef)
+                mem = create_memory(strategies.get(name).memory_kind(s), **ef)
                 comps.append(c)
                 xs.append(mem.compensate(g.clone(), key, 0))
             payloads = [c.compress(x, key, 0) for c, x in zip(comps, xs, strict=True)]

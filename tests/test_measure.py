@@ -33,10 +33,12 @@ def test_what_is_not_a_ddp_hook_is_refused_with_the_reason():
 def test_each_strategy_measures_its_hook():
     assert hook_spec(cell("fp32")) == ("none", None)
     assert hook_spec(cell("fp16")) == ("fp16", None)
-    assert hook_spec(cell("allgather", "dgc-1pct")) == (
-        "dgc:ratio=0.01,sample_ratio=0.01", "allgather")
+    assert hook_spec(cell("allgather", "dgc-1pct")) == ("dgc-1pct", "allgather")
+    # error feedback off travels in the spec the hook is built from
+    assert hook_spec(cell("allgather", "topk:ratio=0.01,ef=false")) == (
+        "topk:ratio=0.01,ef=false", "allgather")
     assert hook_spec(cell("allgather", "randomk-1pct"))[1] == "allgather"  # not allreduced
-    assert hook_spec(cell("powersgd", "powersgd-r4")) == ("powersgd:rank=4", None)
+    assert hook_spec(cell("powersgd", "powersgd-r4")) == ("powersgd-r4", None)
     assert bucket_cap_mb("ddp") == 25.0 and bucket_cap_mb("fixed:1048576") == 1.0
 
 

@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from gcbench import strategies
 from gcbench.cli import app
+from gcbench.compress.specs import CompressorSpec
 from gcbench.errors import ConfigError
 from gcbench.sim.iteration import Plan, fuse
 from gcbench.sim.options import Option
@@ -141,8 +143,12 @@ def test_emulation_asks_the_strategy_what_it_runs():
     options: list[Option | None] = [Option.parse("flat:ar"), None]
     assert covap.executed(options) == [Option.parse("gc flat:ar* gd")] * 2
     assert fp32.executed(options) == options
-    assert strategies.get("acpsgd").memory_kind("acpsgd") == "none"
-    assert fp32.memory_kind("dgc") == "dgc" and fp32.memory_kind("topk") == "residual"
+    spec = TypeAdapter(CompressorSpec).validate_python
+    assert strategies.get("acpsgd").memory_kind(spec("acpsgd")) == "none"
+    assert fp32.memory_kind(spec("dgc")) == "dgc" and fp32.memory_kind(spec("topk")) == "residual"
+    # error feedback turned off in the spec: no memory, whatever the strategy keeps
+    assert fp32.memory_kind(spec("dgc:ef=false")) == "none"
+    assert fp32.memory_kind(spec("topk:ef=false")) == "none"
 
 
 PLUGIN = '''

@@ -196,6 +196,7 @@ def test_one_record_schema_for_simulator_runner_store_and_docs(tmp_path):
         EMULATE_METRICS,
         MEASURE_METRICS,
         METRIC_COLUMNS,
+        TRAIN_METRICS,
     )
     from gcbench.runner import execute_cell
 
@@ -205,7 +206,7 @@ def test_one_record_schema_for_simulator_runner_store_and_docs(tmp_path):
     assert tuple(c.flat()) == CONFIG_COLUMNS
     rows, _, _ = execute_cell(c, 1)
     assert set(rows[0]) - {"repetition"} == (
-        set(METRIC_COLUMNS) - set(EMULATE_METRICS) - set(MEASURE_METRICS)
+        set(METRIC_COLUMNS) - set(EMULATE_METRICS) - set(MEASURE_METRICS) - set(TRAIN_METRICS)
     )
     row = record(
         suite="s",

@@ -651,8 +651,8 @@ def test_every_shipped_suite_simulates(path):
     if path.name in SLICED_SUITES:
         cells = _covering(cells)
     for c in cells:
-        if c.mode in ("emulate", "measure"):  # their Ray runs: test_cluster, test_measure
-            c = c.model_copy(update={"mode": "simulate"})
+        if c.mode in ("emulate", "measure", "train"):  # their Ray runs: test_cluster,
+            c = c.model_copy(update={"mode": "simulate", "train": None})  # _measure, _train
         rows, spans, _ = execute_cell(c, 1)
         assert 0 < rows[0]["scaling_factor"] <= 1
         assert spans[0]["kind"] == "forward" and spans[-1]["kind"] == "update"

@@ -126,16 +126,17 @@ def compressors(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """List compressor kinds with their parameters and properties (family, additive,
-    splittable, rounds, data-dependent wire size), and the named presets."""
+    splittable, rounds, data-dependent wire size), and the named presets. Every kind
+    but the casts and acpsgd also takes `ef=false`: error feedback off."""
     from gcbench.compress.registry import REGISTRY, names
-    from gcbench.compress.specs import KINDS, PRESETS
+    from gcbench.compress.specs import KINDS, NO_EF_CHOICE, PRESETS
 
     names()  # load every family
     kinds = {
         k: {
             n: (None if f.is_required() else f.default)
             for n, f in t.model_fields.items()
-            if n != "kind"
+            if n not in ("kind", "ef")
         }
         for k, t in KINDS.items()
     }
@@ -149,7 +150,7 @@ def compressors(
         }
         for k in KINDS
     }
-    presets = {name: spec.model_dump() for name, spec in PRESETS.items()}
+    presets = {name: spec.model_dump(exclude={"ef"}) for name, spec in PRESETS.items()}
     if json_out:
         out = {"kinds": kinds, "properties": props, "presets": presets}
         typer.echo(dumps(out, indent=2))
@@ -162,6 +163,8 @@ def compressors(
         flags += ["data-dependent size"] if p["data_dependent"] else []
         args = ", ".join(f"{n}={v}" for n, v in params.items())
         typer.echo(f"  {k:<10} {args:<50} [{', '.join(flags)}]")
+    off = ", ".join(NO_EF_CHOICE)
+    typer.echo(f"  every kind but {off} also takes ef=false: its error feedback off")
     typer.echo("presets:")
     for name, spec in presets.items():
         typer.echo(f"  {name:<14} {spec}")

@@ -102,7 +102,7 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
     # mismatch abort in 2 runs of 3): on another backend both are gcbench's
     nccl = dist.is_initialized() and dist.get_backend(process_group) == "nccl"
     if kind in TORCH_HOOKS and (kind not in ("bf16", "powersgd") or nccl):
-        return _torch_hook(kind, params, process_group, torch_kwargs)
+        return _torch_hook(kind, params, process_group, torch_kwargs, s.ef)
     if torch_kwargs:
         raise ValueError(f"{spec}: torch's PowerSGDState arguments apply on NCCL only")
     from gcbench import strategies
@@ -114,9 +114,10 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
     name = "allreduce" if compressor.additive else "allgather"
     ef: dict[str, Any] = {}
     if compressor.family == "covap":  # COVAP §III-D: the residual scaled by its coefficient
-        ef["coefficient"] = compressor.ef_coefficient  # type: ignore[attr-defined]
+        if s.ef:
+            ef["coefficient"] = compressor.ef_coefficient  # type: ignore[attr-defined]
         name = "covap"
-    memory = create_memory(strategies.get(name).memory_kind(kind), **ef)
+    memory = create_memory(strategies.get(name).memory_kind(s), **ef)
     if compressor.family == "lowrank":  # factors of each parameter's matrix (shapes per bucket)
         # PowerSGD in the order torch's hook runs it (three allreduces a bucket)
         compressor = (HookFused if kind == "powersgd" else Fused)(compressor, {})
@@ -125,12 +126,12 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
 
 
 def _torch_hook(kind: str, params: dict[str, Any], group: Any,
-                torch_kwargs: dict[str, Any]) -> tuple[Any, Any]:  # fmt: skip
+                torch_kwargs: dict[str, Any], ef: bool = True) -> tuple[Any, Any]:  # fmt: skip
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
     if kind == "powersgd":
         kw = {"matrix_approximation_rank": params["rank"], "start_powerSGD_iter": 2,
-              "use_error_feedback": True, "warm_start": True, **torch_kwargs}  # fmt: skip
+              "use_error_feedback": ef, "warm_start": True, **torch_kwargs}  # fmt: skip
         return powerSGD_hook.PowerSGDState(process_group=group, **kw), powerSGD_hook.powerSGD_hook
     fn = {"none": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook,
           "bf16": default_hooks.bf16_compress_hook}[kind]  # fmt: skip

@@ -453,7 +453,7 @@ def _on_actors(
             for r in range(world)
         ]
         server: Any = ray.remote(Server)
-        memory = strategies.get(cell.strategy).memory_kind(cell.compressor.kind)
+        memory = strategies.get(cell.strategy).memory_kind(cell.compressor)
         servers = [] if spg is None else [
             server.options(
                 num_cpus=WORKER_CPUS,

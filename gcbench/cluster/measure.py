@@ -58,10 +58,8 @@ def hook_spec(cell: Cell) -> tuple[str, str | None]:
     spec = HOOKED[cell.strategy]
     if spec is not None:
         return spec, None
-    kind = cell.compressor.kind
-    params = ",".join(f"{k}={v}" for k, v in sorted(cell.compressor.params().items()))
     option = cell.strategy if cell.strategy in ("allreduce", "allgather") else None
-    return f"{kind}:{params}" if params else kind, option
+    return cell.compressor.label(), option  # (a preset's name, else kind:params[,ef=false])
 
 
 def check_cell(cell: Cell) -> None:
@@ -229,7 +227,7 @@ class Measurer:
         return f"CPU actor ({platform.machine()}, {os.cpu_count()} cores a node)"
 
 
-def _runs(cell: Cell, steps: int) -> Any:
+def rank_calls(cell: Cell, steps: int) -> Any:
     """What the driver asks of a cell's actors: each machine's GPU ids (`where`), then
     every rank's `run` with its machine's."""
 
@@ -255,7 +253,7 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
 
     check_cell(cell)
     steps = max(repetitions, 3)
-    results, attempts, startup_s, _ = run_actors(cell, Measurer, _runs(cell, steps),
+    results, attempts, startup_s, _ = run_actors(cell, Measurer, rank_calls(cell, steps),
                                                  gpus=cell.device != "cpu")  # fmt: skip
     nodes = len({r["node"] for r in results})
     hardware = f"{len(results)} x {results[0]['device']} on {nodes} node{'s' * (nodes > 1)}"

@@ -142,9 +142,10 @@ def _compressor_and_memory(
         # torch's powerSGD_hook (the `powersgd` strategy): three allreduces a bucket
         comp = (HookFused if strategy.torch_hook else Fused)(comp, shapes)
     ef: dict[str, Any] = {}
-    if comp.family == "covap":  # §III-D: the residual scaled by the ascending coefficient
+    if comp.family == "covap" and cell.compressor.ef:  # §III-D: the residual scaled by
+        # the ascending coefficient
         ef["coefficient"] = comp.ef_coefficient  # type: ignore[attr-defined]
-    memory = create_memory(strategy.memory_kind(cell.compressor.kind), **ef)
+    memory = create_memory(strategy.memory_kind(cell.compressor), **ef)
     return comp, memory
 
 

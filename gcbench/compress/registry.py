@@ -59,7 +59,7 @@ def _spec_params(name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]
     except ValidationError as e:
         lines = []
         fields = KINDS[name].model_fields
-        valid = ", ".join(f for f in fields if f != "kind") or "none"
+        valid = ", ".join(f for f in fields if f not in ("kind", "ef")) or "none"
         for err in e.errors():
             where = ".".join(str(x) for x in err["loc"])
             if err["type"] == "extra_forbidden":

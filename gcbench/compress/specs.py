@@ -10,24 +10,40 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+# Kinds whose error feedback is not a choice: the casts keep none, ACP-SGD keeps its
+# residual inside its algorithm (ACP-SGD Algorithm 2)
+NO_EF_CHOICE = ("none", "fp16", "bf16", "acpsgd")
 
 
 class _Spec(BaseModel):
     # No inf/nan: a spec travels to Ray workers as JSON, which cannot carry them.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Error feedback (the residual, DGC's momentum correction, COVAP's scaled residual)
+    # on, as the strategies keep it, or off (`ef=false`): the compressor alone
+    ef: bool = True
+
+    @model_validator(mode="after")
+    def _ef_a_choice(self) -> _Spec:
+        kind = self.kind  # type: ignore[attr-defined]
+        if not self.ef and kind in NO_EF_CHOICE:
+            raise ValueError(f"ef: {kind} keeps no error feedback to turn off")
+        return self
 
     def params(self) -> dict[str, Any]:
-        """This spec's parameters, without `kind`."""
-        return self.model_dump(exclude={"kind"})
+        """This spec's compressor parameters, without `kind` and `ef`."""
+        return self.model_dump(exclude={"kind", "ef"})
 
     def label(self) -> str:
-        """A short, stable name: the preset it equals, else `kind:param=value,...`."""
+        """A short, stable name: the preset it equals, else `kind:param=value,...` (with
+        `ef=false` where error feedback is off)."""
         for name, spec in PRESETS.items():
             if spec == self:
                 return name
-        params = ",".join(f"{k}={v}" for k, v in self.params().items())
-        return f"{self.kind}:{params}" if params else self.kind  # type: ignore[attr-defined]
+        items = [*(f"{k}={v}" for k, v in self.params().items()), *(["ef=false"] * (not self.ef))]
+        kind = self.kind  # type: ignore[attr-defined]
+        return f"{kind}:{','.join(items)}" if items else kind
 
 
 Ratio = Annotated[float, Field(gt=0, le=1)]

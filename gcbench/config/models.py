@@ -48,6 +48,7 @@ from gcbench.config.fields import (
 )
 from gcbench.config.filters import FUSION_PATTERN, Filter, strategy_name
 from gcbench.config.network_profile import Network
+from gcbench.config.train import Train
 from gcbench.errors import PlanError
 from gcbench.zoo.catalog import MODELS
 from gcbench.zoo.devices import DEVICES, PRECISIONS
@@ -340,6 +341,17 @@ DeviceName = Literal[
 assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
 
 
+Mode = Literal["simulate", "emulate", "measure", "train"]
+
+
+def _check_train(mode: str, train: Train | None) -> None:
+    """`mode: train` needs its `train:` section, and only it takes one."""
+    if mode == "train" and train is None:
+        raise ValueError("mode: train needs a `train:` section (dataset, steps, ...)")
+    if mode != "train" and train is not None:
+        raise ValueError("a `train:` section applies to mode: train")
+
+
 def _axis(item: Any) -> Any:
     return Annotated[list[item], Field(min_length=1), BeforeValidator(_as_list)]
 
@@ -362,11 +374,13 @@ class Suite(Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
     description: str = ""
-    mode: Literal["simulate", "emulate", "measure"] = Field(
+    mode: Mode = Field(
         "simulate",
         description="simulate (the timeline model), emulate (Ray actors, one per GPU, "
-        "with real gradients, compressors and collectives) or measure (the zoo model "
-        "trained with DDP on one Ray actor per GPU, the compressor as a DDP hook, timed)",
+        "with real gradients, compressors and collectives), measure (the zoo model "
+        "trained with DDP on one Ray actor per GPU, the compressor as a DDP hook, timed) "
+        "or train (measure's workers training on the `train:` section's dataset, its "
+        "loss and accuracy logged)",
     )
     clock: Literal["virtual", "wall"] = Field(
         "virtual",
@@ -395,12 +409,18 @@ class Suite(Frozen):
         description="what the planner strategies may choose (space, max_compressions, "
         "collectives, levels, gpu_only); other strategies' cells take none",
     )
+    train: Train | None = Field(None, description="mode: train: what and how the cells train")
     include: list[Filter] = Field(default_factory=list)
     exclude: list[Filter] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _costs_for_this_device(self) -> Suite:
         _check_costs_device(self.compressor_costs, self.device)
+        return self
+
+    @model_validator(mode="after")
+    def _train_section(self) -> Suite:
+        _check_train(self.mode, self.train)
         return self
 
     @field_validator("grid")
@@ -458,9 +478,16 @@ class Suite(Frozen):
         """The suite's cells train for real with DDP (`Cell.measured_ddp`)."""
         return self.mode == "measure"
 
+    @property
+    def trained(self) -> bool:
+        """The suite's cells train on a dataset (`Cell.trained`)."""
+        return self.mode == "train"
+
     def how(self) -> dict[str, Any]:
-        """How the suite's cells run, as their fields: mode, clock and compute time."""
-        return {"mode": self.mode, "clock": self.clock, "compute_time": self.compute_time}
+        """How the suite's cells run, as their fields: mode, clock, compute time and, for
+        `mode: train`, the train section."""
+        how = {"mode": self.mode, "clock": self.clock, "compute_time": self.compute_time}
+        return {**how, "train": self.train} if self.train is not None else how
 
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -479,7 +506,7 @@ class Cell(Frozen):
     strategy: Strategy
     fusion: Fusion = "ddp"
     device: DeviceName = "v100"
-    mode: Literal["simulate", "emulate", "measure"] = "simulate"
+    mode: Mode = "simulate"
     # emulate only (issue #14): the clock the iteration is timed on, and where compute
     # and (de)compression times come from
     clock: Literal["virtual", "wall"] = "virtual"
@@ -487,6 +514,7 @@ class Cell(Frozen):
     seed: Whole = Field(0, ge=INT64_MIN, le=INT64_MAX)
     compressor_costs: CompressorCosts | None = None
     constraints: Constraints | None = None
+    train: Train | None = None  # mode: train only
 
     @model_validator(mode="before")
     @classmethod
@@ -546,6 +574,11 @@ class Cell(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _train_section(self) -> Cell:
+        _check_train(self.mode, self.train)
+        return self
+
+    @model_validator(mode="after")
     def _costs_for_this_device(self) -> Cell:
         _check_costs_device(self.compressor_costs, self.device)
         return self
@@ -581,6 +614,12 @@ class Cell(Frozen):
         """Trained for real with DDP on Ray actors, the compressor a DDP hook, and timed
         (`mode: measure`)."""
         return self.mode == "measure"
+
+    @property
+    def trained(self) -> bool:
+        """Trained on the `train` section's dataset by measure's DDP workers, the loss
+        and accuracy logged (`mode: train`)."""
+        return self.mode == "train"
 
     @property
     def wall_clock(self) -> bool:
@@ -650,4 +689,5 @@ class Cell(Frozen):
             "seed": self.seed,
             "compressor_costs": costs,
             "constraints": None if self.constraints is None else self.constraints.label(),
+            **(Train.no_columns() if self.train is None else self.train.flat()),
         }

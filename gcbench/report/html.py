@@ -40,6 +40,7 @@ from gcbench.errors import ConfigError
 from gcbench.files import atomic_write, check_writable, read_limited
 from gcbench.report import against as A
 from gcbench.report import figures as F
+from gcbench.report import training as T
 from gcbench.report.headline import headline, headline_html
 from gcbench.report.labels import (
     DERIVED,
@@ -306,6 +307,10 @@ def _figures(df: pd.DataFrame, cells: pd.DataFrame) -> list[tuple[str, str, Any]
     if df.empty or not (df["status"] == "ok").any():
         return []
     ok = df[df["status"] == "ok"]
+    if "final_metric" in ok and ok["final_metric"].notna().any():  # mode: train
+        return [("accuracy", "Final accuracy against fp32", T.table_html(ok)),
+                ("tradeoff", "Accuracy against speed", T.tradeoff_figure(ok)),
+                ("curves", "Training curves", T.curves_figure(ok))]  # fmt: skip
     df = cells
     out: list[tuple[str, str, Any]] = [("breakdown", "Time breakdown", F.breakdown_figure(df))]
     if ok["gpus"].nunique() > 1:
@@ -530,7 +535,7 @@ def _run_page(
         ) + '<a href="#results-h">Results table</a></nav>')  # fmt: skip
     for fid, title, fig in figures:
         parts.append(f'<h2 id="{fid}-h">{html.escape(title)}</h2>')
-        parts.append(_figure_html(fig, fid))
+        parts.append(fig if isinstance(fig, str) else _figure_html(fig, fid))  # (a table)
     parts.append('<h2 id="results-h">Results</h2>')
     if cells.empty:
         parts.append("<p>No finished cells yet.</p>")

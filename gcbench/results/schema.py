@@ -60,6 +60,9 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "seed",
     "compressor_costs",
     "constraints",
+    "dataset",
+    "train_steps",
+    "target",
 )
 
 # What a backend measures for one iteration (DESIGN §5 Metrics), with its meaning.
@@ -94,12 +97,28 @@ METRICS: dict[str, str] = {
     "attempts": "emulate, measure: the runs the cell took on fresh actors (2+: an actor died)",
     "startup_s": "emulate, measure: seconds from creating the actors to all in their groups",
     "hardware": "measure: what the actors ran on (device, nodes)",
+    "final_metric": "train: held-out accuracy after the last step",
+    "final_loss": "train: held-out cross-entropy after the last step (empty: diverged)",
+    "steps_to_target": "train: the first evaluated step at or above the target accuracy "
+    "(empty: not reached)",
+    "time_to_target_s": "train: steps_to_target x the measured median iteration",
+    "projected_iteration_s": "train: the simulated iteration of the cell on the `project:` "
+    "cluster",
+    "projected_time_to_target_s": "train: steps_to_target x projected_iteration_s (the small "
+    "task's steps: a proxy)",
+    "curve_step": "train: the evaluated steps (a JSON list, as the two below)",
+    "curve_loss": "train: the mean training loss over the ranks' batches at those steps",
+    "curve_metric": "train: held-out accuracy at those steps",
 }
 METRIC_COLUMNS: tuple[str, ...] = tuple(METRICS)
 # empty when simulated
 EMULATE_METRICS: tuple[str, ...] = ("agg_error", "agg_error_steps", "attempts", "startup_s")
 MEASURE_METRICS: tuple[str, ...] = ("predicted_iteration_s", "predicted_compute_s",
                                      "predicted_exposed_s", "iteration_spread", "hardware")
+CURVES: tuple[str, ...] = ("curve_step", "curve_loss", "curve_metric")  # JSON lists
+TRAIN_METRICS: tuple[str, ...] = ("final_metric", "final_loss", "steps_to_target",
+                                   "time_to_target_s", "projected_iteration_s",
+                                   "projected_time_to_target_s", *CURVES)
 
 # Columns describing gcbench's own execution of a cell (set by the Ray task): with
 # `run_id` and `planner_s` the only ones that may differ between two runs of a cell.
@@ -133,8 +152,8 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
     "cpu_cores", "cpu_gbs", "summation_gbs", "intra_gbs", "intra_latency_us", "intra_efficiency",
     "inter_gbps", "inter_latency_us", "inter_efficiency", "nics_per_machine", "server_gbps",
     "compute_scale", "iteration_overhead_us", "bucket_overhead_us", "compute_jitter", "seed",
-    *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit", "hardware")),
-    "repetition", "format_version", "run_wall_s",
+    *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit", "hardware", *CURVES)),
+    "repetition", "format_version", "run_wall_s", "train_steps", "target",
 )  # fmt: skip
 
 

@@ -1,12 +1,13 @@
 """How a cell runs, chosen here and nowhere else: simulated (the timeline of `gcbench.sim`
 under the cell's strategy, `backends.simulate`), emulated on Ray actors holding real
-tensors (`cluster.emulate`, on the virtual or the wall clock) or measured: the model
-trained with DDP on Ray actors, the compressor a DDP hook (`cluster.measure`).
+tensors (`cluster.emulate`, on the virtual or the wall clock), measured: the model
+trained with DDP on Ray actors, the compressor a DDP hook (`cluster.measure`), or trained
+on a dataset by the same workers, its loss and accuracy logged (`cluster.train`).
 
 A backend says what a cell needs from Ray (the CPUs of its task; whether cells run one
 at a time), refuses before anything starts a cell it cannot run, and runs one cell into
 plain rows, spans and a plan (`CellOutput`). `backend_for` picks it from the cell's (or
-the suite's) `emulated` and `measured_ddp` (`config.models.Cell`, the one place that
+the suite's) `emulated`, `measured_ddp` and `trained` (`config.models.Cell`, the one place that
 reads `mode`).
 """
 
@@ -120,8 +121,28 @@ class Measure(Emulate):
         return [{**m, "repetition": rep} for rep, m in enumerate(rows)], [], None
 
 
+class Train(Measure):
+    """Measure's DDP workers training on a dataset (`cluster.train`); each repetition a
+    training run from its own seed."""
+
+    name = "train"
+
+    def check(self, cell: Any) -> None:
+        from gcbench.cluster.train import check_train_cell
+
+        check_train_cell(cell)
+
+    def run(self, cell: Any, repetitions: int) -> CellOutput:
+        from gcbench.cluster.train import trained
+
+        rows = trained(cell, repetitions)
+        return [{**m, "repetition": rep} for rep, m in enumerate(rows)], [], None
+
+
 def backend_for(cell_or_suite: Any) -> Backend:
     """The backend that runs a cell (or every cell of a suite)."""
+    if cell_or_suite.trained:
+        return Train()
     if cell_or_suite.measured_ddp:
         return Measure()
     return Emulate() if cell_or_suite.emulated else Simulate()

@@ -83,10 +83,14 @@ class Strategy(ABC):
         """What an emulated worker runs for each of a plan's buckets: the plan's option."""
         return list(options)
 
-    def memory_kind(self, compressor: str) -> str:
-        """The error-feedback memory `compressor` keeps under this strategy, on the
-        workers and the summation servers: DGC's own (momentum correction), none for
-        the casts (lossless enough to need none), else the residual."""
+    def memory_kind(self, spec: Any) -> str:
+        """The error-feedback memory a compressor (its spec) keeps under this strategy,
+        on the workers and the summation servers: none where the spec turns it off
+        (`ef=false`), DGC's own (momentum correction), none for the casts (lossless
+        enough to need none), else the residual."""
+        compressor = spec.kind
+        if not spec.ef:
+            return "none"
         if compressor == "dgc":
             return "dgc"
         if compressor in ("none", "fp16", "bf16"):

@@ -99,6 +99,6 @@ class ACPSGD(Strategy):
             for step in (0, 1)  # P, then Q
         ]
 
-    def memory_kind(self, compressor: str) -> str:
+    def memory_kind(self, spec: Any) -> str:
         # ACP-SGD's Algorithm 2 keeps the residual itself (its error feedback is its own)
-        return "none" if compressor == "acpsgd" else super().memory_kind(compressor)
+        return "none" if spec.kind == "acpsgd" else super().memory_kind(spec)
