@@ -295,3 +295,46 @@ def test_a_measured_run_draws_measured_against_predicted(browser, tmp_path):
     ids = [p["id"] for p in check_plots(page, 3)]
     assert {"breakdown", "prediction", "prediction-breakdown"} <= set(ids), ids
     page.close()
+
+
+def test_a_trained_run_draws_accuracy_beside_speed(browser, tmp_path):
+    """A `mode: train` run (rows as `cluster.train` writes them: 3 seeds, curves as JSON,
+    one run diverged) opens offline with no error: the accuracy table first, the
+    trade-off with its Pareto front and the curves drawn."""
+    import gcbench
+    from gcbench.results.schema import record
+
+    store, _ = RunStore.open(tmp_path / "results", "train")
+    train = {"dataset": "teacher", "steps": 20, "eval_every": 10, "target": 0.8}
+    grid = [Cell.model_validate({
+        "model": "tiny-mlp", "compressor": comp, "strategy": strategy, "device": "cpu",
+        "mode": "train", "train": train, "network": {"intra": "pcie", "inter_gbps": 10},
+        "cluster": {"machines": 2, "gpus_per_machine": 1}})
+        for strategy, comp in (("fp32", "none"), ("allgather", "topk-1pct"),
+                               ("allgather", "efsignsgd:ef=false"))]  # fmt: skip
+    store.write_manifest({"suite": "train", "status": "finished", "grid": [c.id for c in grid]})
+    for k, c in enumerate(grid):
+        rows = []
+        for rep in range(3):
+            acc = 0.9 - 0.3 * k + 0.01 * rep
+            loss = [2.0, None] if k == 2 and rep == 0 else [2.0, 1.0 - 0.1 * k]
+            m = {"iteration_s": 0.01 / (k + 1), "final_metric": acc, "final_loss": loss[-1],
+                 "steps_to_target": 20 if acc >= 0.8 else None,
+                 "projected_iteration_s": 0.1 / (k + 1), "curve_step": "[10, 20]",
+                 "curve_loss": json.dumps(loss), "curve_metric": json.dumps([0.5, acc])}  # fmt: skip
+            rows.append(record(suite="train", cell_id=c.id, config=c.flat(), metrics=m,
+                               error=None, repetition=rep, gcbench_version=gcbench.__version__,
+                               run_id=store.run_id, meta={}))  # fmt: skip
+        store.write_cell(c.id, rows, [], None)
+    page_path = write_report(store.path, tmp_path / "out")
+    page, errors, outside = visit(browser, page_path, tmp_path / "out")
+    assert errors == [] and outside == []
+    ids = [p["id"] for p in check_plots(page, 2)]
+    assert {"tradeoff", "curves"} <= set(ids), ids
+    table = page.inner_text("table.accuracy")
+    assert "-60.0 pts" in table and "0/3 reached" in table and "no gap" in table
+    # the answer first: ranked by the time to the target (only fp32's seeds reach it)
+    assert "reaches 80% accuracy first (projected time" in page.inner_text("#headline-h + p")
+    sentence = json.loads((Path(page_path).parent / "headline.json").read_text())[0]["sentence"]
+    assert "fp32 reaches 80% accuracy first" in sentence
+    page.close()

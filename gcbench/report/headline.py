@@ -47,6 +47,9 @@ def headline(df: pd.DataFrame) -> list[dict[str, Any]]:
     if cells.empty or "iteration_s" not in cells.columns:
         return []
     cells = cells[[runnable(s) for s in cells["strategy"]]]
+    what = ""
+    if "final_metric" in cells.columns and cells["final_metric"].notna().any():
+        cells, what = _to_target(df, cells)
     cols = [c for c in SCENARIO if c in cells.columns]
     keys = cells[cols].astype(object).where(cells[cols].notna(), None).astype(str)
     out = []
@@ -54,7 +57,7 @@ def headline(df: pd.DataFrame) -> list[dict[str, Any]]:
         # equal times (two strategies, one plan) go by cell id: the same answer whatever
         # the order the results were read in
         rows = sorted(group.to_dict("records"), key=lambda r: (r["iteration_s"], r["cell_id"]))
-        out.append(_entry(rows))
+        out.append(_entry(rows, what))
     # shown: the columns that vary across the run, less those that follow from others
     # (the GPUs from the cluster, a model's batch and sequence length from the model)
     varying = [c for c in cols if c not in DERIVED and cells[c].astype(str).nunique() > 1]
@@ -65,7 +68,26 @@ def headline(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _to_target(df: pd.DataFrame, cells: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A trained run (`mode: train`) ranks its cells by the time to the target accuracy
+    on the report's clock (projected where the suite names a cluster, else measured;
+    `report.training`), among the cells every seed of which reached it: their
+    `iteration_s` replaced by that time. The phrase the sentences use."""
+    from gcbench.report.training import projected
+
+    ok = df[df["status"] == "ok"]
+    clock = "projected_iteration_s" if projected(df) else "iteration_s"
+    times = ok.groupby("cell_id")["steps_to_target"].agg(lambda s: s.mean() if s.notna().all()
+                                                         else None)  # fmt: skip
+    per = ok.groupby("cell_id")[clock].mean()
+    reached = cells[cells["cell_id"].map(times).notna()].copy()
+    reached["iteration_s"] = reached["cell_id"].map(times * per)
+    target = float(ok["target"].dropna().iloc[0]) if ok["target"].notna().any() else None
+    name = "the target" if target is None else f"{target:.0%} accuracy"
+    return reached, f"reaches {name} first ({clock.split('_')[0]} time, every seed)"
+
+
+def _entry(rows: list[dict[str, Any]], what: str = "") -> dict[str, Any]:
     win = rows[0]
     t = float(win["iteration_s"])
 
@@ -99,7 +121,8 @@ def _entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
         over.append(f"{b_x:.2f}× over {b_name}")
     if f_name is not None and f_name != b_name:
         over.append(f"{f_x:.2f}× over fp32")
-    sentence = f"On {_where(win)}, {winner} is fastest for {win['model']}"
+    done = f"{what} on" if what else "is fastest for"
+    sentence = f"On {_where(win)}, {winner} {done} {win['model']}"
     if winner == b_name:
         sentence += " (no compression wins)"
     sentence += (": " + ", ".join(over) if over and winner != b_name else "") + "."
@@ -124,6 +147,7 @@ def _entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "gap": gap,
         "tie": gap is not None and gap < TIE,
         "sentence": sentence,
+        "ranked_by": what or "iteration",
     }
 
 
@@ -162,12 +186,16 @@ def headline_html(entries: list[dict[str, Any]]) -> str:
             f"<td{tie}>{gap}</td>"
         )
         rows.append(f'<tr title="{html.escape(e["sentence"])}">{cells}</tr>')
+    ranked = entries[0].get("ranked_by", "iteration")
+    fastest = ("the fastest strategy one can run" if ranked == "iteration"
+               else f"the strategy that {ranked}; ms: its time to it")  # fmt: skip
     return (
         '<h2 id="headline-h">Which strategy wins</h2>'
-        '<p class="meta">Per scenario, the fastest strategy one can run; × is its speed-up '
+        f'<p class="meta">Per scenario, {html.escape(fastest)}; × is its speed-up '
         "over the best strategy in the grid without gradient compression (named), over "
         f"fp32 and over fp16's cast; a gap under {TIE:.0%} (gcbench's error against the "
-        "papers' figures) is a tie. Times are simulated or emulated, as the run says.</p>"
+        "papers' figures) is a tie. Times are simulated, emulated or measured, as the run "
+        "says.</p>"
         f'<table id="headline"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
         "</tbody></table>"
     )

@@ -100,14 +100,16 @@ def tradeoff_figure(df: pd.DataFrame) -> go.Figure:
     where = "projected onto the project: cluster (a proxy)" if projected(df) else "measured"
     fig = go.Figure()
     xs, ys = table["speedup"].tolist(), (table["gap"] * 100).tolist()
+    labels = [esc(t) for t in table["label"]]
     fig.add_scatter(
-        x=xs, y=ys, mode="markers+text", name="cells", text=[esc(t) for t in table["label"]],
-        textposition="top center", error_y={"type": "data", "array": (table["std"] * 100).tolist()},
+        x=xs, y=ys, mode="markers", name="cells", text=labels,
+        error_y={"type": "data", "array": (table["std"] * 100).tolist()},
         hovertemplate="%{text}<br>speed-up %{x:.3g}x<br>gap %{y:+.2f} pts<extra></extra>",
     )  # fmt: skip
-    front = pareto(list(zip(xs, ys, strict=True)))
-    fig.add_scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines",
-                    name="Pareto front", line={"dash": "dot"})  # fmt: skip
+    front = pareto(list(zip(xs, ys, strict=True)))  # named on the plot; the rest on hover
+    fig.add_scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines+text",
+                    name="Pareto front", line={"dash": "dot"}, text=[labels[i] for i in front],
+                    textposition="top left", hoverinfo="skip")  # fmt: skip
     fig.update_layout(
         title=f"Speed-up over fp32 ({where}) against accuracy gap",
         xaxis_title="speed-up over fp32 (x)", yaxis_title="final accuracy − fp32's (points)",
@@ -148,6 +150,7 @@ def curves_figure(df: pd.DataFrame) -> go.Figure:
         fig.add_scatter(x=steps, y=acc, showlegend=False, row=1, col=2, **common)
         fig.add_scatter(x=[s * per_step for s in steps], y=acc, showlegend=False, row=1, col=3,
                         **common)  # fmt: skip
+    fig.update_yaxes(type="log", row=1, col=1)  # a diverging run would flatten the rest
     fig.update_xaxes(title_text="step", row=1, col=1)
     fig.update_xaxes(title_text="step", row=1, col=2)
     return fig
