@@ -321,7 +321,8 @@ def test_a_trained_run_draws_accuracy_beside_speed(browser, tmp_path):
             m = {"iteration_s": 0.01 / (k + 1), "final_metric": acc, "final_loss": loss[-1],
                  "steps_to_target": 20 if acc >= 0.8 else None,
                  "projected_iteration_s": 0.1 / (k + 1), "curve_step": "[10, 20]",
-                 "curve_loss": json.dumps(loss), "curve_metric": json.dumps([0.5, acc])}  # fmt: skip
+                 "curve_loss": json.dumps(loss),
+                 "curve_metric": json.dumps([0.5, acc])}  # fmt: skip
             rows.append(record(suite="train", cell_id=c.id, config=c.flat(), metrics=m,
                                error=None, repetition=rep, gcbench_version=gcbench.__version__,
                                run_id=store.run_id, meta={}))  # fmt: skip

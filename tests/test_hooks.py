@@ -127,6 +127,8 @@ def test_each_hook_averages_what_the_library_compresses_sums_and_decompresses(tr
             for g in (g0, g1):
                 c = create(s.kind, **s.params())
                 name, ef = ("allreduce" if c.additive else "allgather"), {}
+                if s.kind in ("acpsgd", "powersgd"):
+                    name = s.kind
                 if c.family == "covap":
                     name, ef = "covap", {"coefficient": c.ef_coefficient}
                 if c.family == "lowrank":
@@ -153,3 +155,14 @@ def test_a_bad_spec_is_one_line():
         gcbench.hooks.hook("dgcc")
     with pytest.raises(ValueError, match="only powersgd takes"):
         gcbench.hooks.hook("dgc-1pct", start_powerSGD_iter=10)
+
+
+@pytest.mark.parametrize(("spec", "memory"), [
+    ("topk-1pct", "residual"), ("topk:ratio=0.01,ef=false", "none"), ("dgc-1pct", "dgc"),
+    ("acpsgd-r4", "none"),  # its residual is inside Algorithm 2: a second one diverged
+    ("powersgd:rank=4,ef=false", "none"), ("covap:interval=4,ef=false", "none")])
+def test_a_hook_keeps_the_error_feedback_its_spec_and_strategy_say(spec, memory):
+    from gcbench.cluster import ddp_hooks
+
+    state, _ = ddp_hooks.hook(spec, None)
+    assert state.memory.name == memory

@@ -111,12 +111,14 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
     from gcbench.sim.options import PRESETS
 
     compressor = create(kind, **params)
+    # the error feedback the kind's own strategy keeps (ACP-SGD none beside its own
+    # residual: a second one diverged in training), else the collective's
     name = "allreduce" if compressor.additive else "allgather"
+    if kind in {k.own for k in strategies.registry().values()}:
+        name = kind
     ef: dict[str, Any] = {}
-    if compressor.family == "covap":  # COVAP §III-D: the residual scaled by its coefficient
-        if s.ef:
-            ef["coefficient"] = compressor.ef_coefficient  # type: ignore[attr-defined]
-        name = "covap"
+    if compressor.family == "covap" and s.ef:  # COVAP §III-D: the residual scaled
+        ef["coefficient"] = compressor.ef_coefficient  # type: ignore[attr-defined]
     memory = create_memory(strategies.get(name).memory_kind(s), **ef)
     if compressor.family == "lowrank":  # factors of each parameter's matrix (shapes per bucket)
         # PowerSGD in the order torch's hook runs it (three allreduces a bucket)

@@ -44,10 +44,17 @@ from gcbench.errors import ConfigError
 
 def check_train_cell(cell: Cell) -> None:
     """ConfigError (one line) for a cell `train` cannot run: measure's refusals, a model
-    that reads token ids."""
+    that reads token ids, digits without scikit-learn (before Ray starts)."""
+    import importlib.util
+
     from gcbench.zoo.catalog import MODELS
 
     check_cell(cell)
+    assert cell.train is not None
+    if cell.train.dataset == "digits" and importlib.util.find_spec("sklearn") is None:
+        from gcbench.zoo.datasets import digits
+
+        digits()  # its ConfigError: how to install scikit-learn
     if MODELS[cell.model.name].vocab is not None:
         raise ConfigError([f"train: {cell.model.name} reads token ids; the train datasets "
                            "are classification inputs (image and MLP models take them)"])
