@@ -177,3 +177,16 @@ def test_removing_error_feedback_hurts_signsgd_visibly(ray_local, tmp_path):
     run = next((tmp_path / "r" / "convergence").iterdir())
     text = Path(write_report(run, tmp_path / "report")).read_text()
     assert "Final accuracy against fp32" in text and off["verdict"] in text
+
+
+def test_digits_without_scikit_learn_says_how_to_install_it(monkeypatch):
+    import sys
+
+    from gcbench.cluster.train import check_train_cell
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    with pytest.raises(ConfigError, match=r"pip install 'gcbench\[train\]'") as e:
+        check_train_cell(cell(train={**TRAIN, "dataset": "digits"}))
+    assert len(e.value.messages) == 1
