@@ -190,3 +190,11 @@ def test_digits_without_scikit_learn_says_how_to_install_it(monkeypatch):
     with pytest.raises(ConfigError, match=r"pip install 'gcbench\[train\]'") as e:
         check_train_cell(cell(train={**TRAIN, "dataset": "digits"}))
     assert len(e.value.messages) == 1
+
+
+def test_simulate_points_mode_train_to_a_suite():
+    from test_cli import invoke
+
+    r = invoke("simulate", "--model", "tiny-mlp", "--inter-gbps", "10", "--mode", "train")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --mode: train needs a `train:`")
+    assert "gcbench run" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -576,7 +576,7 @@ def _cell_flag(loc: tuple[Any, ...], msg: str) -> str:
             return "--precision"
         if "constraint" in msg:
             return "--constraints"
-        if "emulat" in msg:
+        if "emulat" in msg or "mode: train" in msg:
             return "--mode"
         return "--compressor-costs" if "compressor cost table" in msg else "--strategy"
     tables = {"model": MODEL_FLAGS, "network": NETWORK_FLAGS, "cluster": CLUSTER_FLAGS}

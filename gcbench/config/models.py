@@ -347,7 +347,8 @@ Mode = Literal["simulate", "emulate", "measure", "train"]
 def _check_train(mode: str, train: Train | None) -> None:
     """`mode: train` needs its `train:` section, and only it takes one."""
     if mode == "train" and train is None:
-        raise ValueError("mode: train needs a `train:` section (dataset, steps, ...)")
+        raise ValueError("mode: train needs a `train:` section (dataset, steps, ...): a "
+                         "suite's, run by gcbench run (suites/convergence.yaml)")
     if mode != "train" and train is not None:
         raise ValueError("a `train:` section applies to mode: train")
 
