@@ -183,10 +183,11 @@ def test_digits_without_scikit_learn_says_how_to_install_it(monkeypatch):
     import sys
 
     from gcbench.cluster.train import check_train_cell
+    from gcbench.zoo.datasets import load_once
 
+    load_once.cache_clear()  # (a digits loaded earlier in this process)
     monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn raises ImportError
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
-    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
     with pytest.raises(ConfigError, match=r"pip install 'gcbench\[train\]'") as e:
         check_train_cell(cell(train={**TRAIN, "dataset": "digits"}))
     assert len(e.value.messages) == 1
@@ -198,3 +199,22 @@ def test_simulate_points_mode_train_to_a_suite():
     r = invoke("simulate", "--model", "tiny-mlp", "--inter-gbps", "10", "--mode", "train")
     assert r.exit_code == 2 and r.stderr.startswith("error: --mode: train needs a `train:`")
     assert "gcbench run" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_global_batch_larger_than_the_dataset_is_one_line(tmp_path):
+    from gcbench.cluster.train import fit
+    from gcbench.zoo.datasets import load
+
+    path = tmp_path / "small.pt"
+    torch.save({"x": torch.randn(40, 64), "y": torch.randint(0, 3, (40,))}, path)
+    with pytest.raises(ConfigError, match="more than the dataset's 32 training samples"):
+        fit(cell(), 0, load(str(path)), world=4)
+
+
+def test_a_dataset_that_does_not_fit_the_model_is_refused_before_ray(tmp_path):
+    from gcbench.cluster.train import check_train_cell
+
+    path = tmp_path / "ten.pt"
+    torch.save({"x": torch.randn(50, 10), "y": torch.randint(0, 3, (50,))}, path)
+    with pytest.raises(ConfigError, match=r"tiny-mlp takes inputs of shape \(64,\)"):
+        check_train_cell(cell(train={**TRAIN, "dataset": str(path)}))

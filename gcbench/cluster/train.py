@@ -43,21 +43,19 @@ from gcbench.errors import ConfigError
 
 
 def check_train_cell(cell: Cell) -> None:
-    """ConfigError (one line) for a cell `train` cannot run: measure's refusals, a model
-    that reads token ids, digits without scikit-learn (before Ray starts)."""
-    import importlib.util
-
+    """ConfigError (one line) for a cell `train` cannot run, before Ray starts: measure's
+    refusals, a model that reads token ids, a dataset that does not load (digits without
+    scikit-learn, a tensor file that is not one) or does not fit the model's input."""
     from gcbench.zoo.catalog import MODELS
+    from gcbench.zoo.datasets import fit_input, load_once
 
     check_cell(cell)
     assert cell.train is not None
-    if cell.train.dataset == "digits" and importlib.util.find_spec("sklearn") is None:
-        from gcbench.zoo.datasets import digits
-
-        digits()  # its ConfigError: how to install scikit-learn
     if MODELS[cell.model.name].vocab is not None:
         raise ConfigError([f"train: {cell.model.name} reads token ids; the train datasets "
                            "are classification inputs (image and MLP models take them)"])
+    data = load_once(cell.train.dataset)
+    fit_input(data.x[:2], MODELS[cell.model.name].input_shape, cell.model.name)
 
 
 def _optimizer(params: Any, cell: Cell) -> tuple[Any, Any]:
@@ -127,8 +125,13 @@ def fit(cell: Cell, seed: int, data: Any, *, rank: int = 0, world: int = 1,
     y, y_test = data.y.to(device), data.y_test.to(device)
     torch.manual_seed(stable_seed("weights", seed))  # the same weights on every rank
     model = build(cell.model.name, device=device)
+    size = int(batch or cell.model.batch_size or 1)  # (a zoo model always has its batch)
+    if size * world > len(x):
+        raise ConfigError([f"train: a global batch of {size * world} ({world} x {size}) is "
+                           f"more than the dataset's {len(x)} training samples"])  # fmt: skip
+    with torch.no_grad():  # (eval: batch norm's statistics untouched)
+        classes = model.eval()(x[:2]).shape[-1]
     model.train()
-    classes = model(x[:1]).shape[-1]
     if classes < data.classes:
         raise ConfigError([f"train: {cell.model.name} scores {classes} classes; the dataset "
                            f"has {data.classes}"])  # fmt: skip
@@ -136,7 +139,6 @@ def fit(cell: Cell, seed: int, data: Any, *, rank: int = 0, world: int = 1,
     opt, sched = _optimizer(net.parameters(), cell)
     amp = AUTOCAST.get(cell.model.precision)  # torch's AMP, as measure runs it
     scaler = torch.amp.GradScaler(torch.device(device).type) if amp == torch.float16 else None
-    size = int(batch or cell.model.batch_size or 1)  # (a zoo model always has its batch)
     steps: list[int] = []
     losses: list[float | None] = []
     metrics: list[float] = []

@@ -18,6 +18,7 @@ repeated to an image model's channels, so digits also trains the zoo's CNNs.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,12 @@ def tensor_file(path: str) -> Dataset:
     if len(xt) != len(yt) or xt.shape[1:] != x.shape[1:] or int(yt.min()) < 0:
         raise ConfigError([f"dataset {where}: 'x_test'/'y_test' do not match 'x'/'y'"])
     return Dataset(where.name, x, y, xt, yt, int(max(y.max(), yt.max())) + 1)
+
+
+@functools.lru_cache(maxsize=4)
+def load_once(name: str) -> Dataset:
+    """`load`, kept for this process (the checks of a suite's cells read it once)."""
+    return load(name)
 
 
 def load(name: str) -> Dataset:
