@@ -284,7 +284,11 @@ def test_a_measured_run_draws_measured_against_predicted(browser, tmp_path):
              "predicted_exposed_s": sim["comm_exposed_s"], "iteration_spread": 0.1,
              "compute_s": 2 * sim["iteration_s"] if split else None,
              "comm_exposed_s": sim["iteration_s"] if split else None,
-             "attempts": 1, "startup_s": 2.0, "hardware": "4 x CPU actor on 1 node"}  # fmt: skip
+             "attempts": 1, "startup_s": 2.0, "hardware": "4 x CPU actor on 1 node",
+             "forward_s": 0.5 * sim["iteration_s"], "update_s": 0.1 * sim["iteration_s"],
+             "backward_s": 2.3 * sim["iteration_s"], "predicted_forward_s": 0.3 * sim[
+                 "compute_s"], "predicted_backward_s": 0.6 * sim["compute_s"],
+             "predicted_update_s": 0.1 * sim["compute_s"]}  # fmt: skip
         rows = [record(suite="measure", cell_id=c.id, config=c.flat(), metrics=m, error=None,
                        repetition=0, gcbench_version=gcbench.__version__, run_id=store.run_id,
                        meta={})]  # fmt: skip

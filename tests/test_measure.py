@@ -78,6 +78,15 @@ def test_a_measure_suite_trains_with_ddp_and_reports_its_prediction(ray_local, t
     text = Path(page).read_text()
     assert "Measured against predicted" in text and "Breakdown, measured and predicted" in text
     assert (rows["predicted_compute_s"] > 0).all() and (rows["predicted_exposed_s"] >= 0).all()
+    # the iteration's parts, marked inside it: they fill most of it and never exceed it;
+    # DGC's hook runs inside backward; the predicted parts are the profile's compute
+    parts = rows["forward_s"] + rows["backward_s"] + rows["update_s"]
+    assert (rows[["forward_s", "backward_s", "update_s"]] > 0).all().all()
+    assert (parts <= rows["iteration_s"]).all() and (parts >= 0.5 * rows["iteration_s"]).all()
+    assert (dgc["backward_s"] >= dgc["comm_exposed_s"]).all()
+    fp32 = rows[rows["strategy"] == "fp32"]
+    predicted = fp32[["predicted_forward_s", "predicted_backward_s", "predicted_update_s"]]
+    assert (predicted.sum(axis=1) - fp32["predicted_compute_s"]).abs().max() < 1e-9
 
 
 @pytest.mark.slow  # 1.5 s: twelve cells simulated over a fit
@@ -237,6 +246,10 @@ def test_a_one_actor_nccl_measure_is_within_15pct_of_the_profile(ray_local):
     p = measure_profile("resnet50", 32, None, "cuda", warmup=3, iterations=10)
     want = p.forward_s + sum(t.backward_s for t in p.tensors) + p.update_s
     assert got == pytest.approx(want, rel=0.15)
+    # the parts by CUDA events: each the profile's own within 25%
+    for part, mine in (("forward_s", p.forward_s), ("update_s", p.update_s),
+                       ("backward_s", sum(t.backward_s for t in p.tensors))):
+        assert sorted(r[part] for r in rows)[len(rows) // 2] == pytest.approx(mine, rel=0.25)
 
 
 def test_placement_counts_the_nodes_that_can_hold_workers_and_waits_as_told(monkeypatch):

@@ -16,8 +16,11 @@ the hook and runs `WARMUP` iterations then the timed ones, each forward, backwar
 the hook's communication) and torch's SGD step.
 
 Timing: each iteration by the wall clock around it, the device synchronised at both
-ends (CUDA events would time the same span on a GPU; the clock is what CPUs have); the
-iteration is the slowest rank's. The breakdown comes from the hook's own timestamps:
+ends; the iteration is the slowest rank's. Its parts — forward (with the loss), backward
+(with DDP's wait for every bucket's hook) and the update — are marked by CUDA events on a
+GPU (read after the iteration's synchronisation: no extra host sync) and by the wall
+clock on a CPU (`_Marks`), the slowest rank's, beside the profile's predicted forward,
+backward and update. The communication's share comes from the hook's own timestamps:
 gcbench's hooks run synchronously, so the seconds inside them are exposed communication
 and compression (`comm_exposed_s`) and the rest is compute; torch's hooks (none, fp16,
 bf16 and PowerSGD on NCCL) run asynchronously, so their split is not measured and those
@@ -183,33 +186,36 @@ class Measurer:
         amp = AUTOCAST.get(cell.model.precision)  # torch's AMP: fp32 weights and gradients
         scaler = torch.amp.GradScaler(self.device.type) if amp == torch.float16 else None
         g = torch.Generator(device="cpu").manual_seed(stable_seed("input", cell.seed, self.rank))
-        step_s, hook_s = [], []
+        step_s, hook_s, parts = [], [], []
         for step in range(WARMUP + steps):
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
             inputs = model_input(profile.name, profile.batch_size, profile.seq_len, self.device)
             self._sync()
             inside[0] = 0.0
-            t0 = time.perf_counter()
+            marks = _Marks(self.device)
             opt.zero_grad(set_to_none=True)
             with torch.autocast(self.device.type, dtype=amp) if amp else nullcontext():
                 loss = batch_loss(ddp(inputs), g)
+            marks.mark()  # forward (and the loss) done
+            (loss if scaler is None else scaler.scale(loss)).backward()
+            marks.mark()  # backward done: DDP waits for every bucket's hook
             if scaler is None:
-                loss.backward()
                 opt.step()
-            else:  # fp16 autocast: the loss scaled, the step unscaled and skipped on inf
-                scaler.scale(loss).backward()
+            else:  # fp16 autocast: the step unscaled and skipped on inf
                 scaler.step(opt)
                 scaler.update()
+            marks.mark()
             self._sync()
             if step >= WARMUP:
-                step_s.append(time.perf_counter() - t0)
+                step_s.append(marks.wall())
                 hook_s.append(inside[0])
+                parts.append(marks.spans())
         total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum()
         sums = [torch.zeros(1, dtype=torch.float64, device=self.device) for _ in range(self.world)]
         dist.all_gather(sums, total.reshape(1).to(self.device))
         sent = getattr(state, "sent_bytes", None)
         per_step = None if not sent else sent / (WARMUP + steps)
-        return {"rank": self.rank, "step_s": step_s, "hook_s": hook_s,
+        return {"rank": self.rank, "step_s": step_s, "hook_s": hook_s, "parts": parts,
                 "device": self._device_name(), "node": self.ready(),
                 "synchronous": isinstance(state, ddp_hooks.HookState),
                 "wire_bytes": per_step, "checksums": [float(s) for s in sums]}  # fmt: skip
@@ -225,6 +231,39 @@ class Measurer:
         import platform
 
         return f"CPU actor ({platform.machine()}, {os.cpu_count()} cores a node)"
+
+
+class _Marks:
+    """An iteration's timestamps: CUDA events on a GPU (read after the iteration's
+    synchronisation, so marking costs no host sync), the wall clock on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.t0 = time.perf_counter()
+        self.events: list[Any] = []
+        if self.cuda:
+            self.events.append(torch.cuda.Event(enable_timing=True))
+            self.events[0].record()
+
+    def mark(self) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.events.append(event)
+        else:
+            self.events.append(time.perf_counter())
+
+    def wall(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def spans(self) -> list[float]:
+        """Seconds between marks: forward, backward (with DDP's wait for the hooks),
+        update."""
+        if self.cuda:
+            pairs = zip(self.events, self.events[1:], strict=False)
+            return [a.elapsed_time(b) / 1e3 for a, b in pairs]
+        points = [self.t0, *self.events]
+        return [b - a for a, b in zip(points, points[1:], strict=False)]
 
 
 def rank_calls(cell: Cell, steps: int) -> Any:
@@ -248,7 +287,7 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
     """A Record's metrics per repetition for a measured cell: each repetition a timed
     iteration (the slowest rank's), with the simulator's prediction for the same cell
     beside it (`predicted_iteration_s`) and the spread of the timed iterations."""
-    from gcbench.backends.simulate import simulate_cell
+    from gcbench.backends.simulate import cell_profile, simulate_cell
     from gcbench.cluster.emulate import run_actors
 
     check_cell(cell)
@@ -262,8 +301,11 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
         raise RuntimeError(f"measure: the ranks' parameters differ after {steps} steps "
                            f"(checksums {', '.join(f'{c:.9g}' for c in first)})")  # fmt: skip
     iters = [max(r["step_s"][k] for r in results) for k in range(steps)]
+    slowest = [max(results, key=lambda r: r["step_s"][k]) for k in range(steps)]
     median = statistics.median(iters)
-    sim = simulate_cell(cell.model_copy(update={"mode": "simulate"})).metrics
+    simulated = cell.model_copy(update={"mode": "simulate"})
+    sim = simulate_cell(simulated).metrics
+    profile = cell_profile(simulated)
     per_iteration = sim["throughput"] * sim["iteration_s"]  # samples an iteration, all GPUs
     sync = results[0]["synchronous"]
     rows = []
@@ -278,6 +320,11 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
             "predicted_iteration_s": sim["iteration_s"],
             "predicted_compute_s": sim["compute_s"],
             "predicted_exposed_s": sim["comm_exposed_s"] + sim["compress_exposed_s"],
+            # the slowest rank's parts of the step (`_Marks`), the profile's predicted
+            **dict(zip(("forward_s", "backward_s", "update_s"), slowest[k]["parts"][k],
+                       strict=True)),
+            "predicted_forward_s": profile.forward_s,
+            "predicted_backward_s": profile.backward_s, "predicted_update_s": profile.update_s,
             "iteration_spread": (max(iters) - min(iters)) / median,
             "attempts": attempts, "startup_s": startup_s, "hardware": hardware,
         })  # fmt: skip

@@ -94,10 +94,44 @@ def prediction_figure(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def _parts(cells: pd.DataFrame, group: str) -> list[tuple[str, pd.Series]]:
+    """(part, seconds) of each cell's iteration as measured or predicted: forward,
+    backward compute, exposed communication, update. Measured: backward less the seconds
+    inside gcbench's synchronous hooks (their communication); under torch's asynchronous
+    hooks backward keeps DDP's wait for them, and a row from before the parts were
+    measured keeps compute and exposed alone."""
+    zero = pd.Series(0.0, index=cells.index)
+
+    def col(name: str) -> pd.Series:
+        return cells[name].astype(float) if name in cells else pd.Series(float("nan"), cells.index)
+
+    if group == "predicted":
+        fwd, bwd, upd = col("predicted_forward_s"), col("predicted_backward_s"), \
+            col("predicted_update_s")  # fmt: skip
+        split = fwd.notna()
+        exposed = col("predicted_exposed_s").fillna(0.0)
+        compute = col("predicted_compute_s").fillna(col("predicted_iteration_s"))
+    else:
+        fwd, bwd, upd = col("forward_s"), col("backward_s"), col("update_s")
+        split = fwd.notna()
+        exposed = col("comm_exposed_s").fillna(0.0)
+        bwd = bwd - exposed
+        compute = col("compute_s").fillna(col("iteration_s") - exposed)
+    return [("forward", fwd.where(split, zero)),
+            ("backward", bwd.where(split, compute)),  # (unsplit rows: compute whole)
+            ("exposed communication", exposed),
+            ("update", upd.where(split, zero))]  # fmt: skip
+
+
+COLOURS = {"forward": "#72B7B2", "backward": "#4C78A8", "exposed communication": "#E45756",
+           "update": "#F58518"}  # fmt: skip
+
+
 def prediction_breakdown_figure(df: pd.DataFrame) -> go.Figure:
     """Each measured cell's iteration split as measured and as predicted, side by side:
-    compute and exposed communication (measured from gcbench's synchronous hooks' own
-    timestamps; a cell under torch's asynchronous hooks shows its iteration alone)."""
+    forward, backward, exposed communication and update (measured: `cluster.measure`'s
+    marks and gcbench's synchronous hooks' timestamps; under torch's asynchronous hooks
+    backward holds DDP's wait for the communication)."""
     cells = per_cell(df)
     if "predicted_compute_s" in cells:
         cells = cells[cells["predicted_compute_s"].notna()]
@@ -105,20 +139,12 @@ def prediction_breakdown_figure(df: pd.DataFrame) -> go.Figure:
         cells = cells.iloc[0:0]
     labels = [esc(f"{m} · {lab}") for m, lab in zip(cells["model"], cells["label"], strict=True)]
     fig = go.Figure()
-    parts = (("measured", "compute_s", "comm_exposed_s"),
-             ("predicted", "predicted_compute_s", "predicted_exposed_s"))  # fmt: skip
-    for group, compute, exposed in parts:
-        split = cells[compute].notna()
-        rest = cells["iteration_s" if group == "measured" else "predicted_iteration_s"]
-        fig.add_bar(x=[labels, [group] * len(cells)], y=(cells[compute].where(split, rest)
-                    * 1e3).tolist(), name="compute" if group == "measured" else None,
-                    legendgroup="compute", showlegend=group == "measured",
-                    marker_color="#4C78A8")  # fmt: skip
-        fig.add_bar(x=[labels, [group] * len(cells)], y=(cells[exposed].fillna(0.0)
-                    * 1e3).tolist(), name="exposed communication" if group == "measured"
-                    else None, legendgroup="exposed", showlegend=group == "measured",
-                    marker_color="#E45756")  # fmt: skip
+    for group in ("measured", "predicted"):
+        for part, seconds in _parts(cells, group):
+            fig.add_bar(x=[labels, [group] * len(cells)], y=(seconds * 1e3).tolist(),
+                        name=part if group == "measured" else None, legendgroup=part,
+                        showlegend=group == "measured", marker_color=COLOURS[part])  # fmt: skip
     fig.update_layout(barmode="stack", title="Breakdown, measured and predicted (ms / "
-                      "iteration; torch's hooks: not split)")  # fmt: skip
+                      "iteration; torch's hooks: backward holds the communication)")
     fig.update_yaxes(title_text="ms / iteration")
     return fig

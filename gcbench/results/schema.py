@@ -94,6 +94,12 @@ METRICS: dict[str, str] = {
     "predicted_compute_s": "measure: the simulator's compute_s for the same cell",
     "predicted_exposed_s": "measure: the simulator's exposed communication and compression",
     "iteration_spread": "measure: (slowest - fastest) / median of the timed iterations",
+    "forward_s": "measure: the forward pass and loss (CUDA events on a GPU, else the clock)",
+    "backward_s": "measure: backward with DDP's wait for the hooks' communication",
+    "update_s": "measure: the optimizer step",
+    "predicted_forward_s": "measure: the profile's forward for the same cell",
+    "predicted_backward_s": "measure: the profile's backward compute",
+    "predicted_update_s": "measure: the profile's update",
     "attempts": "emulate, measure: the runs the cell took on fresh actors (2+: an actor died)",
     "startup_s": "emulate, measure: seconds from creating the actors to all in their groups",
     "hardware": "measure: what the actors ran on (device, nodes)",
@@ -113,8 +119,11 @@ METRICS: dict[str, str] = {
 METRIC_COLUMNS: tuple[str, ...] = tuple(METRICS)
 # empty when simulated
 EMULATE_METRICS: tuple[str, ...] = ("agg_error", "agg_error_steps", "attempts", "startup_s")
-MEASURE_METRICS: tuple[str, ...] = ("predicted_iteration_s", "predicted_compute_s",
-                                     "predicted_exposed_s", "iteration_spread", "hardware")
+MEASURE_METRICS: tuple[str, ...] = (
+    "predicted_iteration_s", "predicted_compute_s", "predicted_exposed_s", "iteration_spread",
+    "forward_s", "backward_s", "update_s", "predicted_forward_s", "predicted_backward_s",
+    "predicted_update_s", "hardware",
+)  # fmt: skip
 CURVES: tuple[str, ...] = ("curve_step", "curve_loss", "curve_metric")  # JSON lists
 TRAIN_METRICS: tuple[str, ...] = ("final_metric", "final_loss", "steps_to_target",
                                    "time_to_target_s", "projected_iteration_s",
