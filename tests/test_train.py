@@ -218,3 +218,34 @@ def test_a_dataset_that_does_not_fit_the_model_is_refused_before_ray(tmp_path):
     torch.save({"x": torch.randn(50, 10), "y": torch.randint(0, 3, (50,))}, path)
     with pytest.raises(ConfigError, match=r"tiny-mlp takes inputs of shape \(64,\)"):
         check_train_cell(cell(train={**TRAIN, "dataset": str(path)}))
+
+
+def test_an_image_folder_loads_with_its_classes_and_splits(tmp_path):
+    """ImageFolder's layout: root/<class>/<image>, classes sorted; images of other sizes
+    resized to the first's; with train/ and val/ those are the splits; fitted to an image
+    model's input (tiny-cnn: 3 x 32 x 32)."""
+    from PIL import Image
+
+    from gcbench.zoo.datasets import fit_input, load
+
+    def folder(root, sizes):
+        for cls, shade in (("cat", 40), ("dog", 200)):
+            (root / cls).mkdir(parents=True)
+            for i, size in enumerate(sizes):
+                Image.new("RGB", size, (shade, shade + i, 0)).save(root / cls / f"{i}.png")
+        (root / "cat" / "notes.txt").write_text("not an image")
+
+    folder(tmp_path / "flat", [(16, 12)] * 4 + [(20, 20)])
+    d = load(str(tmp_path / "flat"))
+    assert d.classes == 2 and len(d.x) + len(d.x_test) == 10 and d.x.shape[1:] == (3, 12, 16)
+    assert 0.0 <= float(d.x.min()) and float(d.x.max()) <= 1.0
+    pixel = {int(c): round(float(v) * 255) for c, v in zip(d.y, d.x[:, 0, 0, 0], strict=True)}
+    assert pixel == {0: 40, 1: 200}  # cat before dog: the sorted class ids
+    assert fit_input(d.x, (3, 32, 32), "tiny-cnn").shape == (8, 3, 32, 32)
+    folder(tmp_path / "split" / "train", [(8, 8)] * 3)
+    folder(tmp_path / "split" / "val", [(8, 8)])
+    s = load(str(tmp_path / "split"))
+    assert (len(s.x), len(s.x_test), s.classes) == (6, 2, 2)
+    (tmp_path / "empty" / "a").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="no images in its class folders"):
+        load(str(tmp_path / "empty"))

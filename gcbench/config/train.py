@@ -17,8 +17,8 @@ from gcbench.config.fields import Frozen, Rate, Whole, suite_path
 from gcbench.config.network_profile import Network
 
 # Datasets that need nothing downloaded: scikit-learn's bundled 8x8 digits (1,797
-# images, the `train` extra) and a generated teacher-student task; anything else is a
-# tensor file of the user's (`torch.save({"x": ..., "y": ...})`), named by its path.
+# images, the `train` extra) and a generated teacher-student task; anything else is the
+# user's, named by its path: a folder of images (ImageFolder's layout) or a tensor file.
 BUILTIN_DATASETS = ("digits", "teacher")
 MAX_STEPS = 1_000_000
 
@@ -62,8 +62,10 @@ class Train(Frozen):
         "digits",
         description="digits (scikit-learn's bundled 8x8 digits: pip install "
         "'gcbench[train]'), teacher (a generated teacher-student task whose optimum is "
-        "100% accuracy) or the path of a tensor file of yours: torch.save({'x': inputs, "
-        "'y': class ids}) with optional 'x_test'/'y_test' (else 20% is held out)",
+        "100% accuracy), a folder of your images in torchvision's ImageFolder layout "
+        "(root/<class>/<image>; train/ and val/ beneath it for the splits, else 20% is "
+        "held out), or a tensor file of yours: torch.save({'x': inputs, 'y': class ids}) "
+        "with optional 'x_test'/'y_test'",
     )
     steps: Whole = Field(300, ge=1, le=MAX_STEPS)
     eval_every: Whole = Field(25, ge=1, le=MAX_STEPS)
@@ -87,16 +89,16 @@ class Train(Frozen):
     @field_validator("dataset")
     @classmethod
     def _dataset(cls, value: str, info: ValidationInfo) -> str:
-        """A bundled dataset's name, or a tensor file's path resolved against the suite's
-        folder (so a cell holds where it reads from)."""
+        """A bundled dataset's name, or a folder's or tensor file's path resolved against
+        the suite's folder (so a cell holds where it reads from)."""
         if value in BUILTIN_DATASETS:
             return value
         base = (info.context or {}).get("base_dir")
         path = suite_path(value, Path(base) if base is not None else None)
-        if not path.is_file():
+        if not path.exists():
             builtin = ", ".join(BUILTIN_DATASETS)
-            raise ValueError(f"dataset {value!r}: no such file (built in: {builtin}; "
-                             "else a torch.save'd tensor file)")  # fmt: skip
+            raise ValueError(f"dataset {value!r}: no such file or folder (built in: "
+                             f"{builtin}; else an image folder or a tensor file)")  # fmt: skip
         return str(path)
 
     @staticmethod

@@ -10,10 +10,15 @@
 - a tensor file of the user's: `torch.save({"x": inputs, "y": class ids})`, optionally
   with `x_test` and `y_test` (else a fixed 20% is held out), loaded with
   `weights_only=True` (tensors only, no code).
+- a folder of images in torchvision's `ImageFolder` layout (`root/<class>/<image>`, the
+  classes in sorted order; with `train/` and `val/` (or `test/`) beneath it, those are the
+  splits, else a fixed 20% is held out), read with Pillow (the `train` extra), every
+  image converted to RGB and resized to the first one's size, pixels scaled to [0, 1],
+  all held in memory.
 
 `fit_input` shapes a dataset's inputs for a zoo model: as they are where the shapes
-match; square grey images (or flat vectors of a square's size) resized (bilinear) and
-repeated to an image model's channels, so digits also trains the zoo's CNNs.
+match; images (or flat vectors of a square's size) resized (bilinear) to an image
+model's size, grey ones repeated to its channels, so digits also trains the zoo's CNNs.
 """
 
 from __future__ import annotations
@@ -108,12 +113,69 @@ def load_once(name: str) -> Dataset:
     return load(name)
 
 
+IMAGES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".webp")
+
+
+Split = tuple[torch.Tensor, torch.Tensor, tuple[int, int]]
+
+
+def _image_split(root: Path, size: tuple[int, int] | None, classes: list[str]) -> Split:
+    """One split's images (N, 3, H, W) in [0, 1] and class ids, every image at `size`
+    (W, H; None: the first image's)."""
+    from PIL import Image
+
+    xs, ys = [], []
+    for label, name in enumerate(classes):
+        for path in sorted((root / name).iterdir()) if (root / name).is_dir() else ():
+            if path.suffix.lower() not in IMAGES:
+                continue
+            try:
+                with Image.open(path) as im:
+                    rgb = im.convert("RGB")
+            except Exception as e:  # Pillow raises many kinds for a broken image
+                raise ConfigError([f"dataset {path}: not an image Pillow reads "
+                                   f"({type(e).__name__})"]) from None  # fmt: skip
+            size = size or rgb.size
+            if rgb.size != size:
+                rgb = rgb.resize(size, Image.Resampling.BILINEAR)
+            xs.append(torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8)
+                      .reshape(size[1], size[0], 3))  # fmt: skip
+            ys.append(label)
+    if not xs:
+        raise ConfigError([f"dataset {root}: no images in its class folders "
+                           f"({', '.join(IMAGES)})"])  # fmt: skip
+    x = torch.stack(xs).permute(0, 3, 1, 2).float().div_(255.0)
+    return x, torch.tensor(ys, dtype=torch.int64), size  # type: ignore[return-value]
+
+
+def image_folder(path: str) -> Dataset:
+    try:
+        import PIL  # noqa: F401
+    except ImportError:
+        raise ConfigError([f"dataset {path}: a folder of images needs Pillow: pip install "
+                           "'gcbench[train]'"]) from None  # fmt: skip
+    root = Path(path)
+    test_dir = next((root / d for d in ("val", "test") if (root / d).is_dir()), None)
+    train_dir = root / "train" if test_dir is not None and (root / "train").is_dir() else root
+    classes = sorted(p.name for p in train_dir.iterdir() if p.is_dir() and p != test_dir)
+    if not classes:
+        raise ConfigError([f"dataset {root}: no class folders (ImageFolder: root/<class>/<image>)"])
+    x, y, size = _image_split(train_dir, None, classes)
+    if test_dir is None:
+        return _split(root.name, x, y)
+    xt, yt, _ = _image_split(test_dir, size, classes)
+    return Dataset(root.name, x, y, xt, yt, len(classes))
+
+
 def load(name: str) -> Dataset:
-    """A `train:` section's dataset: `digits`, `teacher` or a tensor file's path."""
+    """A `train:` section's dataset: `digits`, `teacher`, a folder of images or a tensor
+    file's path."""
     if name == "digits":
         return digits()
     if name == "teacher":
         return teacher()
+    if Path(name).is_dir():
+        return image_folder(name)
     return tensor_file(name)
 
 
@@ -124,11 +186,17 @@ def fit_input(x: torch.Tensor, shape: tuple[int, ...], model: str) -> torch.Tens
         return x
     features = math.prod(x.shape[1:])
     side = math.isqrt(features)
-    if len(shape) == 3 and shape[1] == shape[2] and side * side == features:
-        grey = x.reshape(len(x), 1, side, side)
-        if side != shape[1]:
-            grey = torch.nn.functional.interpolate(grey, size=shape[1:], mode="bilinear",
-                                                   align_corners=False)  # fmt: skip
-        return grey.expand(-1, shape[0], -1, -1).contiguous()
+    image = x.dim() == 4 and x.shape[1] in (1, 3)
+    if len(shape) == 3 and (image or side * side == features):
+        pic = x if image else x.reshape(len(x), 1, side, side)
+        if tuple(pic.shape[2:]) != tuple(shape[1:]):
+            pic = torch.nn.functional.interpolate(pic, size=shape[1:], mode="bilinear",
+                                                  align_corners=False)  # fmt: skip
+        if pic.shape[1] == shape[0]:
+            return pic.contiguous()
+        if pic.shape[1] == 1:
+            return pic.expand(-1, shape[0], -1, -1).contiguous()
+        if shape[0] == 1:
+            return pic.mean(dim=1, keepdim=True)
     raise ConfigError([f"train: {model} takes inputs of shape {tuple(shape)}; the dataset's "
                        f"are {tuple(x.shape[1:])}"])  # fmt: skip
