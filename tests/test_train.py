@@ -46,7 +46,9 @@ def test_error_feedback_off_is_part_of_the_spec_and_its_label():
     spec = TypeAdapter(CompressorSpec).validate_python
     off = spec("topk:ratio=0.01,ef=false")
     assert not off.ef and off.params() == {"ratio": 0.01}
-    assert off.label() == "topk:ratio=0.01,ef=false" and spec(off.label()) == off
+    assert off.label() == "topk-1pct:ef=false" and spec(off.label()) == off
+    assert spec("topk-1pct:ef=false") == off  # a preset with a parameter replaced
+    assert spec("dgc-1pct:ratio=0.05").params() == {"ratio": 0.05, "sample_ratio": 0.01}
     assert spec("topk-1pct").label() == "topk-1pct" and spec("signsgd:ef=false").label() == (
         "signsgd:ef=false")
     for kind in ("fp16", "none", "acpsgd"):

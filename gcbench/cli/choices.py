@@ -164,7 +164,8 @@ def compressors(
         args = ", ".join(f"{n}={v}" for n, v in params.items())
         typer.echo(f"  {k:<10} {args:<50} [{', '.join(flags)}]")
     off = ", ".join(NO_EF_CHOICE)
-    typer.echo(f"  every kind but {off} also takes ef=false: its error feedback off")
+    typer.echo(f"  every kind but {off} also takes ef=false: its error feedback off;")
+    typer.echo("  a preset takes replacements too: topk-1pct:ef=false, dgc-1pct:ratio=0.05")
     typer.echo("presets:")
     for name, spec in presets.items():
         typer.echo(f"  {name:<14} {spec}")

@@ -36,11 +36,12 @@ class _Spec(BaseModel):
         return self.model_dump(exclude={"kind", "ef"})
 
     def label(self) -> str:
-        """A short, stable name: the preset it equals, else `kind:param=value,...` (with
-        `ef=false` where error feedback is off)."""
+        """A short, stable name that parses back: the preset it equals (with `:ef=false`
+        where only its error feedback is off), else `kind:param=value,...[,ef=false]`."""
+        on = self if self.ef else self.model_copy(update={"ef": True})
         for name, spec in PRESETS.items():
-            if spec == self:
-                return name
+            if spec == on:
+                return name if self.ef else f"{name}:ef=false"
         items = [*(f"{k}={v}" for k, v in self.params().items()), *(["ef=false"] * (not self.ef))]
         kind = self.kind  # type: ignore[attr-defined]
         return f"{kind}:{','.join(items)}" if items else kind
@@ -195,12 +196,17 @@ def _scalar(text: str) -> Any:
 
 
 def parse_compressor(value: Any) -> Any:
-    """Turn a preset name or `kind:param=value,...` into a mapping; pass mappings through."""
+    """Turn a preset name, `kind:param=value,...` or `preset:param=value,...` (the
+    preset's parameters, some replaced) into a mapping; pass mappings through."""
     if not isinstance(value, str):
         return value
     if value in PRESETS:
         return PRESETS[value].model_dump()
     kind, _, rest = value.partition(":")
+    base: dict[str, Any] = {}
+    if kind in PRESETS:
+        base = PRESETS[kind].model_dump(exclude={"kind"})
+        kind = PRESETS[kind].kind  # type: ignore[attr-defined]
     if kind not in KINDS:
         import difflib
 
@@ -218,7 +224,7 @@ def parse_compressor(value: Any) -> Any:
         if name.strip() in out:
             raise ValueError(f"compressor {value!r}: parameter {name.strip()!r} given twice")
         out[name.strip()] = _scalar(text.strip())
-    return out
+    return {"kind": out.pop("kind"), **base, **out}
 
 
 CompressorSpec = Annotated[
