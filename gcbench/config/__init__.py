@@ -5,6 +5,7 @@ Imports neither torch nor ray, so a bad suite is rejected in well under a second
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gcbench.compress.specs import PRESETS, CompressorSpec
@@ -101,14 +102,15 @@ def suite_schema() -> dict:
             axes["model"]["items"],
         ]
     }
+    names = "|".join(map(re.escape, sorted({*KINDS, *PRESETS})))
     axes["compressor"]["items"] = {
         "anyOf": [
             {
                 "type": "string",
-                "description": "a preset name or kind:param=value,...",
+                "description": "a preset name, kind:param=value,... or preset:param=value,...",
                 "anyOf": [
                     {"enum": list(PRESETS)},
-                    {"pattern": "^(" + "|".join(KINDS) + ")(:.*)?$"},
+                    {"pattern": f"^({names})(:.*)?$"},
                 ],
             },
             axes["compressor"]["items"],
