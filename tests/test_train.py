@@ -251,3 +251,19 @@ def test_an_image_folder_loads_with_its_classes_and_splits(tmp_path):
     (tmp_path / "empty" / "a").mkdir(parents=True)
     with pytest.raises(ConfigError, match="no images in its class folders"):
         load(str(tmp_path / "empty"))
+
+
+@pytest.mark.gpu
+def test_training_runs_on_a_gpu_actor(ray_local):
+    """Where a CUDA device is visible: one GPU actor (NCCL) trains the teacher task; its
+    loss falls, and the run was on the GPU (the hardware column names it)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible (torch.cuda.is_available() is False)")
+    from gcbench.cluster.train import trained
+    from gcbench.compress.costs import device_key
+
+    c = Cell.model_validate({**cell().model_dump(), "device": device_key("cuda") or "h100",
+                             "cluster": {"machines": 1, "gpus_per_machine": 1}})  # fmt: skip
+    row = trained(c, 1)[0]
+    loss = json.loads(row["curve_loss"])
+    assert loss[-1] < loss[0] and "CPU actor" not in row["hardware"]

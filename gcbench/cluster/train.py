@@ -211,8 +211,10 @@ class Trainer(Measurer):
 
             out = fit(cell, cell.seed + k, data, rank=self.rank, world=self.world, wrap=wrap,
                       device=self.device)  # fmt: skip
-            sums = [torch.zeros(1, dtype=torch.float64) for _ in range(self.world)]
-            dist.all_gather(sums, torch.tensor([out.pop("checksum")], dtype=torch.float64))
+            # (on the rank's device: NCCL gathers CUDA tensors only)
+            dev, f64 = self.device, torch.float64
+            sums = [torch.zeros(1, dtype=f64, device=dev) for _ in range(self.world)]
+            dist.all_gather(sums, torch.tensor([out.pop("checksum")], dtype=f64, device=dev))
             out["checksums"] = [float(s) for s in sums]
             runs.append(out)
             sb = getattr(state, "sent_bytes", None)
