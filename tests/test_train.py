@@ -267,3 +267,28 @@ def test_training_runs_on_a_gpu_actor(ray_local):
     row = trained(c, 1)[0]
     loss = json.loads(row["curve_loss"])
     assert loss[-1] < loss[0] and "CPU actor" not in row["hardware"]
+
+
+def test_without_a_target_the_headline_is_the_fastest_that_loses_no_accuracy():
+    """A trained run with no target accuracy: the answer is the fastest cell whose
+    accuracy is within the seeds' spread of fp32's (or above), not the fastest cell."""
+    import gcbench
+    from gcbench.report.headline import headline
+    from gcbench.results.schema import record
+
+    train = {"dataset": "teacher", "steps": 20, "eval_every": 10}
+    rows = []
+    for strategy, comp, acc, it in (("fp32", "none", 0.90, 0.03),
+                                    ("allgather", "topk-1pct", 0.89, 0.02),
+                                    ("allgather", "signsgd:ef=false", 0.5, 0.01)):
+        c = cell(strategy, comp, train, machines=2, gpus=1)
+        for rep in range(3):
+            m = {"iteration_s": it, "final_metric": acc + 0.01 * rep, "curve_step": "[10]",
+                 "curve_loss": "[1.0]", "curve_metric": json.dumps([acc])}
+            rows.append(record(suite="t", cell_id=c.id, config=c.flat(), metrics=m, error=None,
+                               repetition=rep, gcbench_version=gcbench.__version__, run_id="r",
+                               meta={}))  # fmt: skip
+    (entry,) = headline(pd.DataFrame(rows))
+    assert entry["winner"] == "allgather with topk-1pct" and entry["speedup_over_fp32"] == 1.5
+    assert "is fastest with no accuracy lost to fp32 (measured time) for tiny-mlp" in (
+        entry["sentence"])

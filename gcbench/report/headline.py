@@ -72,11 +72,20 @@ def _to_target(df: pd.DataFrame, cells: pd.DataFrame) -> tuple[pd.DataFrame, str
     """A trained run (`mode: train`) ranks its cells by the time to the target accuracy
     on the report's clock (projected where the suite names a cluster, else measured;
     `report.training`), among the cells every seed of which reached it: their
-    `iteration_s` replaced by that time. The phrase the sentences use."""
-    from gcbench.report.training import projected
+    `iteration_s` replaced by that time; with no target, by the iteration among the cells
+    that lose no accuracy to fp32 (`accuracy_table`'s verdict). The phrase the sentences
+    use."""
+    from gcbench.report.training import accuracy_table, projected
 
     ok = df[df["status"] == "ok"]
     clock = "projected_iteration_s" if projected(df) else "iteration_s"
+    word = "projected" if projected(df) else "measured"
+    if "target" not in ok or not ok["target"].notna().any():
+        table = accuracy_table(df).set_index("cell_id")
+        kept = table.index[[not v.startswith("-") for v in table["verdict"]]]
+        reached = cells[cells["cell_id"].isin(kept)].copy()
+        reached["iteration_s"] = reached["cell_id"].map(ok.groupby("cell_id")[clock].mean())
+        return reached, f"is fastest with no accuracy lost to fp32 ({word} time)"
     times = ok.groupby("cell_id")["steps_to_target"].agg(lambda s: s.mean() if s.notna().all()
                                                          else None)  # fmt: skip
     per = ok.groupby("cell_id")[clock].mean()
@@ -84,7 +93,7 @@ def _to_target(df: pd.DataFrame, cells: pd.DataFrame) -> tuple[pd.DataFrame, str
     reached["iteration_s"] = reached["cell_id"].map(times * per)
     target = float(ok["target"].dropna().iloc[0]) if ok["target"].notna().any() else None
     name = "the target" if target is None else f"{target:.0%} accuracy"
-    return reached, f"reaches {name} first ({clock.split('_')[0]} time, every seed)"
+    return reached, f"reaches {name} first ({word} time, every seed)"
 
 
 def _entry(rows: list[dict[str, Any]], what: str = "") -> dict[str, Any]:
@@ -121,7 +130,7 @@ def _entry(rows: list[dict[str, Any]], what: str = "") -> dict[str, Any]:
         over.append(f"{b_x:.2f}× over {b_name}")
     if f_name is not None and f_name != b_name:
         over.append(f"{f_x:.2f}× over fp32")
-    done = f"{what} on" if what else "is fastest for"
+    done = f"{what} for" if what else "is fastest for"
     sentence = f"On {_where(win)}, {winner} {done} {win['model']}"
     if winner == b_name:
         sentence += " (no compression wins)"
@@ -188,7 +197,8 @@ def headline_html(entries: list[dict[str, Any]]) -> str:
         rows.append(f'<tr title="{html.escape(e["sentence"])}">{cells}</tr>')
     ranked = entries[0].get("ranked_by", "iteration")
     fastest = ("the fastest strategy one can run" if ranked == "iteration"
-               else f"the strategy that {ranked}; ms: its time to it")  # fmt: skip
+               else f"the strategy that {ranked}; ms: its time to the target" if "first" in
+               ranked else f"the strategy that {ranked}")  # fmt: skip
     return (
         '<h2 id="headline-h">Which strategy wins</h2>'
         f'<p class="meta">Per scenario, {html.escape(fastest)}; × is its speed-up '
