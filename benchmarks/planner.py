@@ -259,18 +259,30 @@ def _espresso_timer(folder: Path | None):
     sys.path.insert(0, str(sched))
     import simulator_espresso as se  # the authors' planner
 
-    def run(model: str) -> tuple[float, float]:
+    def run(model: str) -> tuple[float, float, int, int]:
+        """Their Algorithm 1 and 2 seconds, and how many strategies each evaluated (calls
+        of their two whole-strategy timers)."""
         args = ap.Namespace(model=model, compressor="dgc", nodes=8, gpus_per_node=8,
                             comp_ratio=0.01, cpu=True, two_level=False, nvlink=True,
                             profile=False)  # fmt: skip
         sim = se.init_simulator(args)  # stateful: a fresh one each time
+        calls = [0]
+        for name in ("calculate_total_overhead_gpu", "calculate_total_overhead_cpu"):
+            method = getattr(sim, name)
+
+            def counted(*a: object, _m=method, **k: object) -> object:
+                calls[0] += 1
+                return _m(*a, **k)
+
+            setattr(sim, name, counted)
         t0 = time.perf_counter()
         sim.get_fp32_tensor_comm_finish_time()
         sim.get_tensor_comm_finish_time(option=1)
         sim.search_tensor_compress_options_gpu(option=2)
         t1 = time.perf_counter()
+        a1_calls, calls[0] = calls[0], 0
         sim.search_tensor_compress_options_cpu()
-        return t1 - t0, time.perf_counter() - t1
+        return t1 - t0, time.perf_counter() - t1, a1_calls, calls[0]
 
     return run
 
@@ -298,6 +310,7 @@ def speed(
     from gcbench.plan.space import planner_space
 
     every = planner_space(Constraints(space="all"))  # dgc: not additive
+    ends: list[tuple] = []
     head = f" {'theirs A1 ms':>12s} {'theirs A2 ms':>12s} {'A2/10':>6s}" if theirs else ""
     print(f"  {'model':16s} {'tensors':>7s} {'naive A1 ms':>11s} {'kernel A1 ms':>12s} "
           f"{'speed-up':>8s} {'A2 ms':>7s} {'candidates':>10s} {'all-space A1 ms':>15s} "
@@ -317,9 +330,11 @@ def speed(
         )
         profile, costs = cell_profile(c), costs_for(c)
         naive_t, fast_t, a2_t, all_t, their1, their2 = [], [], [], [], [], []
+        a2w_t: list[float] = []
+        their_n = (0, 0)
         for _ in range(repeats):
             if theirs:
-                a1, a2 = theirs(ESPRESSO_MODELS[model])
+                a1, a2, *their_n = theirs(ESPRESSO_MODELS[model])  # type: ignore[assignment]
                 their1.append(a1)
                 their2.append(a2)
             t0 = time.perf_counter()
@@ -332,6 +347,9 @@ def speed(
             whole = greedy(profile, costs, space=every.options, start=every.start,
                            buckets=BUCKETS)  # fmt: skip
             t4 = time.perf_counter()
+            # what `gcbench run` runs: Algorithm 2 on the whole-space plan
+            offload = algorithm2(profile, costs, whole.options, order=OFFLOAD_ORDER)
+            a2w_t.append(time.perf_counter() - t4)
             assert naive.options == fast.options
             naive_t.append(t1 - t0)
             fast_t.append(t2 - t1)
@@ -346,6 +364,31 @@ def speed(
         print(f"  {model:16s} {len(profile.tensors):7d} {n:11.1f} {f:12.1f} {n / f:7.1f}x "
               f"{a:7.1f} {fast.simulations:10,d} {w:15.1f} {whole.simulations:10,d}"
               f"{extra}   (whole space {gain:+.1%} faster iteration)")  # fmt: skip
+        ends.append((model, w, statistics.median(a2w_t) * 1e3, whole.simulations,
+                     offload.simulations, offload.capped,
+                     (statistics.median(their1) + statistics.median(their2)) * 1e3
+                     if theirs else None, their_n))  # fmt: skip
+    _print_end_to_end(ends)
+
+
+def _print_end_to_end(ends: list[tuple]) -> None:
+    """What `gcbench run` runs (whole-space Algorithm 1, then Algorithm 2 on that plan)
+    against the authors' Algorithms 1 and 2, and what each side evaluated: gcbench's
+    candidates timed exactly (the rest ruled out by bounds) and Algorithm 2's plans
+    (capped: coordinate search past MAX_PLANS, theirs exhaustive); theirs the calls of
+    their two whole-strategy timers."""
+    print("  end to end, what `gcbench run` runs: whole-space A1, then A2 on its plan")
+    heads = ("A1 ms", "A2 ms", "ours ms", "timed", "A2 plans", "theirs ms", "their evals",
+             "theirs/ours")  # fmt: skip
+    widths = (8, 8, 8, 7, 9, 10, 12, 11)
+    print(f"  {'model':16s} " + " ".join(f"{h:>{w}s}" for h, w in zip(heads, widths, strict=True)))
+    for model, a1, a2, timed, plans, capped, theirs, their_n in ends:
+        ours = a1 + a2
+        cap = " (capped)" if capped else ""
+        tail = (f" {theirs:10.1f} {sum(their_n):12,d} {theirs / ours:10.1f}x" if theirs
+                else "")  # fmt: skip
+        print(f"  {model:16s} {a1:8.1f} {a2:8.1f} {ours:8.1f} {timed:7,d} "
+              f"{plans:9,d}{tail}{cap}")  # fmt: skip
 
 
 def space() -> None:

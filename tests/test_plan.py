@@ -307,6 +307,38 @@ def test_algorithm2_lies_between_no_offload_and_the_unrestricted_search(seed):
         assert capped.capped and capped.iteration_s <= none
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_algorithm2_resumed_chooses_as_timing_every_plan_whole(seed):
+    """Algorithm 2 times each U from the first bucket it changes and stops a U that
+    cannot win: the same U and the same time as timing every U's plan whole (the
+    reference below, exhaustive and coordinate-wise)."""
+    import itertools
+
+    from gcbench.plan.offload import _apply, algorithm2, groups
+
+    profile, costs, options = _offload_case(seed)
+    grouped = groups(profile, options, "farthest")
+
+    def whole(u):
+        plan = fused_plan(profile, _apply(options, grouped, u))
+        return simulate(profile, costs, plan).iteration_s
+
+    sizes = [len(g) + 1 for g in grouped]
+    best_u, best_s = [0] * len(grouped), whole([0] * len(grouped))
+    for u in itertools.product(*(range(n) for n in sizes)):
+        if any(u) and whole(u) < best_s:
+            best_u, best_s = list(u), whole(u)
+    got = algorithm2(profile, costs, options)
+    assert got.options == _apply(options, grouped, best_u) and got.iteration_s == best_s
+    best_u, best_s = [0] * len(grouped), whole([0] * len(grouped))  # coordinate-wise
+    for g, k in ((g, k) for g in range(len(grouped)) for k in range(1, sizes[g])):
+        trial = [*best_u[:g], k, *best_u[g + 1:]]
+        if whole(trial) < best_s:
+            best_u, best_s = trial, whole(trial)
+    capped = algorithm2(profile, costs, options, max_plans=1)
+    assert capped.options == _apply(options, grouped, best_u) and capped.iteration_s == best_s
+
+
 def test_algorithm2_offloads_everything_when_the_gpu_is_slow_and_the_cpu_free():
     from gcbench.plan.offload import algorithm2, on_gpu
 

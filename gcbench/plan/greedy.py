@@ -106,9 +106,13 @@ def fused_plan(profile: ModelProfile, options: Sequence[Option], fusion: str = "
     buckets: list[list[int]] = []
     chosen: list[Option] = []
     filled = 0
+    ddp = rule == "ddp"  # (`closes` inline for DDP's caps: Algorithm 2 fuses hundreds)
     for i, (t, opt) in enumerate(zip(profile.tensors, options, strict=True)):
         size = t.numel * 4
-        full = closes(rule, filled, size, len(buckets))
+        if ddp:
+            full = filled >= (FIRST_BUCKET_BYTES if len(buckets) == 1 else BUCKET_BYTES)
+        else:
+            full = closes(rule, filled, size, len(buckets))
         # `is not` first: most neighbours share the very Option object (cheap to compare)
         if not buckets or (chosen[-1] is not opt and chosen[-1] != opt) or full:
             buckets.append([])

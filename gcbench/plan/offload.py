@@ -77,6 +77,32 @@ def _timer(profile: ModelProfile, costs: Costs, fusion: str) -> Callable[[list[O
     return lambda options: kernel.iteration_s(fused_plan(profile, options, fusion))
 
 
+class _Resumed:
+    """Times plans against a base plan (its kernel checkpoints): each from the first bucket
+    where it differs from the base, the same floats in the same order as timing it whole,
+    and above `limit` (it cannot win) possibly a lower bound instead. `rebase` makes a
+    timed plan the base."""
+
+    def __init__(self, kernel: Kernel, plan: Plan):
+        self.kernel = kernel
+        self.rebase(plan)
+
+    def rebase(self, plan: Plan) -> float:
+        self.plan = plan
+        self.time_s, self.checkpoints = self.kernel.checkpoints(plan)
+        return self.time_s
+
+    def __call__(self, plan: Plan, limit: float = math.inf) -> float:
+        base, n = self.plan, len(plan.buckets)
+        at = 0
+        while (at < n and at < len(base.buckets) and base.options[at] == plan.options[at]
+               and base.buckets[at] == plan.buckets[at]):  # fmt: skip
+            at += 1
+        if at == n == len(base.buckets):
+            return self.time_s  # the base itself
+        return self.kernel.iteration_s(plan, self.checkpoints, at, limit)
+
+
 def _apply(options: Sequence[Option], grouped: list[list[int]], u: Sequence[int]) -> list[Option]:
     out = list(options)
     for members, k in zip(grouped, u, strict=True):
@@ -94,25 +120,27 @@ def algorithm2(
     max_plans: int = MAX_PLANS,
 ) -> Offload:
     """Algorithm 2 from Algorithm 1's options: the fastest U (U = 0 first, so offloading
-    nothing wins a tie)."""
+    nothing wins a tie). Each U's plan is timed from the first bucket it changes, resumed
+    from the checkpoints of U = 0's plan (past the cap: of the best U so far), and stops
+    as soon as a bound shows it cannot beat the best (`_Resumed`): the same times, so the
+    same choice, as timing every plan whole."""
     grouped = groups(profile, options, order)
     sims = 0
-    time_of = _timer(profile, costs, fusion)
 
-    def run(u: Sequence[int]) -> float:
-        nonlocal sims
-        sims += 1
-        return time_of(_apply(options, grouped, u))
+    def plan_of(u: Sequence[int]) -> Plan:
+        return fused_plan(profile, _apply(options, grouped, u), fusion)
 
     sizes = [len(g) + 1 for g in grouped]
     total = math.prod(sizes)
     best_u = [0] * len(grouped)
-    best_s = run(best_u)
+    timed = _Resumed(Kernel(profile, costs), plan_of(best_u))
+    best_s, sims = timed.time_s, 1
     capped = total > max_plans
     if not capped:
         for u in itertools.product(*(range(n) for n in sizes)):
             if any(u):
-                s = run(u)
+                sims += 1
+                s = timed(plan_of(u), best_s)
                 if s < best_s:
                     best_u, best_s = list(u), s
     else:  # coordinate by coordinate, each group's u_i with the others fixed
@@ -120,9 +148,12 @@ def algorithm2(
             for k in range(1, sizes[g]):
                 trial = list(best_u)
                 trial[g] = k
-                s = run(trial)
+                sims += 1
+                plan = plan_of(trial)
+                s = timed(plan, best_s)
                 if s < best_s:
                     best_u, best_s = trial, s
+                    timed.rebase(plan)
     chosen = _apply(options, grouped, best_u)
     return Offload(chosen, fused_plan(profile, chosen, fusion), best_s, sims, capped)
 
