@@ -331,8 +331,8 @@ def test_algorithm2_resumed_chooses_as_timing_every_plan_whole(seed):
     got = algorithm2(profile, costs, options)
     assert got.options == _apply(options, grouped, best_u) and got.iteration_s == best_s
     best_u, best_s = [0] * len(grouped), whole([0] * len(grouped))  # coordinate-wise
-    for g, k in ((g, k) for g in range(len(grouped)) for k in range(1, sizes[g])):
-        trial = [*best_u[:g], k, *best_u[g + 1:]]
+    for group, k in ((g, k) for g in range(len(grouped)) for k in range(1, sizes[g])):
+        trial = [*best_u[:group], k, *best_u[group + 1:]]
         if whole(trial) < best_s:
             best_u, best_s = trial, whole(trial)
     capped = algorithm2(profile, costs, options, max_plans=1)
