@@ -336,6 +336,7 @@ def test_a_trained_run_draws_accuracy_beside_speed(browser, tmp_path):
     assert errors == [] and outside == []
     ids = [p["id"] for p in check_plots(page, 2)]
     assert {"tradeoff", "curves"} <= set(ids), ids
+    assert "final_metric" in page.inner_text("#results")  # the results table shows it
     table = page.inner_text("table.accuracy")
     assert "-60.0 pts" in table and "0/3 reached" in table and "no gap" in table
     # the answer first: ranked by the time to the target (only fp32's seeds reach it)

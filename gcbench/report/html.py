@@ -176,7 +176,10 @@ def _table_columns(df: pd.DataFrame) -> list[str]:
     ones (failed cells included)."""
     config = [c for c in TABLE_COLUMNS if c in CONFIG_TABLE]
     extra = [c for c in varying(df) if c not in config and c not in DERIVED]
-    wanted = [*config, *extra, *(c for c in TABLE_COLUMNS if c not in config)]
+    metrics = [c for c in TABLE_COLUMNS if c not in config]
+    if "final_metric" in df.columns and df["final_metric"].notna().any():  # trained cells
+        metrics[metrics.index("cell_id"):0] = ["final_metric"]  # (mean over the seeds)
+    wanted = [*config, *extra, *metrics]
     return [c for c in wanted if c in df.columns]
 
 

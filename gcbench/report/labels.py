@@ -32,6 +32,7 @@ MEANS = (
     "comm_exposed_s",
     "bubbles_s",
     "wire_bytes",
+    "final_metric",  # trained cells: over their seeds
 )
 
 # Config columns that follow from others (gpus = machines x gpus_per_machine; the
