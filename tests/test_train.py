@@ -121,6 +121,13 @@ def test_a_gap_within_the_spread_is_no_gap_and_the_front_is_pareto():
     assert t.loc["signsgd", "reached"] == 0 and math.isnan(t.loc["signsgd", "time_to_target_s"])
     assert math.isclose(t.loc["none", "time_to_target_s"], 20 * 0.2)
     assert pareto([(1, 0), (2, -1), (4, -40), (1.5, -2), (0.5, 0)]) == [0, 1, 2]
+    # two models: each cell against the fp32 of its own model, the model in its label
+    other = _rows({"none": [0.50, 0.51, 0.52], "topk-1pct": [0.40, 0.41, 0.42]},
+                  {"none": 0.02, "topk-1pct": 0.01})
+    other["model"], other["cell_id"] = "tiny-cnn", other["cell_id"] + "-cnn"
+    both = accuracy_table(pd.concat([df, other], ignore_index=True)).set_index("label")
+    assert both.loc["tiny-cnn · allgather · topk-1pct", "verdict"] == "-10.0 pts"
+    assert both.loc["tiny-mlp · allgather · topk-1pct", "verdict"] == "no gap"
 
 
 @pytest.mark.slow

@@ -1,11 +1,21 @@
 """How the report names a cell's choice (`choice_label`: "BytePS with 8 servers") and which
 choices are baselines without gradient compression (`BASELINES`) or bounds no one can run
-(`runnable`). Neither pandas nor plotly: the one-cell commands read it too."""
+(`runnable`), and what a scenario is. Neither pandas nor plotly: the one-cell commands
+read it too."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gcbench.results.schema import CONFIG_COLUMNS
+
+# What a user chooses between within a scenario (and what follows from those choices);
+# the rest of a cell's config is its scenario (a model on one cluster, network, device).
+CHOICES = (
+    "strategy", "compressor", "compressor_kind", "compressor_params", "fusion",
+    "constraints", "cpu_servers", "summation_gbs", "server_gbps",
+)  # fmt: skip
+SCENARIO = tuple(c for c in CONFIG_COLUMNS if c not in CHOICES)
 # Strategies that send every gradient uncompressed (with compressor `none`).
 BASELINES = ("fp32", "fp32-2level", "ps", "byteps")
 # Two times closer than this are a tie: gcbench's out-of-sample median error against the

@@ -17,16 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from gcbench.report.choices import BASELINES, TIE, choice_label, plain, runnable
+from gcbench.report.choices import BASELINES, SCENARIO, TIE, choice_label, plain, runnable
 from gcbench.report.labels import DERIVED, number_text, per_cell, value_text
-from gcbench.results.schema import CONFIG_COLUMNS
 
-# What a user chooses between within a scenario (and what follows from those choices).
-CHOICES = (
-    "strategy", "compressor", "compressor_kind", "compressor_params", "fusion",
-    "constraints", "cpu_servers", "summation_gbs", "server_gbps",
-)  # fmt: skip
-SCENARIO = tuple(c for c in CONFIG_COLUMNS if c not in CHOICES)
 SAME = 1e-9  # two times closer than this are one plan's, not two answers
 __all__ = ["BASELINES", "TIE", "choice_label", "headline", "headline_html", "headline_lines",
            "runnable"]  # fmt: skip

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from gcbench.report.choices import SCENARIO
 from gcbench.report.labels import esc, per_cell
 
 
@@ -34,9 +35,10 @@ def projected(df: pd.DataFrame) -> bool:
     return bool(not ok.empty and ok["projected_iteration_s"].notna().all())
 
 
-def _baseline(table: pd.DataFrame) -> pd.Series | None:
-    fp32 = table[(table["strategy"] == "fp32") & (table["compressor"] == "none")]
-    return None if fp32.empty else fp32.iloc[0]
+def _scenario(row: pd.Series) -> tuple[str, ...]:
+    """A cell's scenario (its config less the choices: model, cluster, network, dataset,
+    ...), as text: cells are set against the fp32 of their own."""
+    return tuple(str(row.get(c)) for c in SCENARIO)
 
 
 def accuracy_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -51,13 +53,16 @@ def accuracy_table(df: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=columns)
     labels = per_cell(df).set_index("cell_id")["label"]
+    models = ok["model"].nunique() > 1  # (a label names the model where the run has two)
     clock = "projected_iteration_s" if projected(df) else "iteration_s"
     rows = []
     for cid, runs in ok.groupby("cell_id", sort=False):
         steps = runs["steps_to_target"].dropna()
         first = runs.iloc[0]
         rows.append({
-            "cell_id": cid, "label": labels.get(cid, first["compressor"]),
+            "scenario": _scenario(first),
+            "cell_id": cid, "label": (f"{first['model']} · " if models else "")
+            + str(labels.get(cid, first["compressor"])),
             "strategy": first["strategy"], "compressor": first["compressor"],
             "seeds": len(runs), "accuracy": runs["final_metric"].mean(),
             "std": runs["final_metric"].std(ddof=1) if len(runs) > 1 else 0.0,
@@ -66,18 +71,20 @@ def accuracy_table(df: pd.DataFrame) -> pd.DataFrame:
             "projected_iteration_s": runs["projected_iteration_s"].mean(),
             "clock_s": runs[clock].mean(),
         })  # fmt: skip
+    base: dict[tuple[str, ...], dict[str, Any]] = {}  # each scenario's fp32 cell
+    for r in rows:
+        if r["strategy"] == "fp32" and r["compressor"] == "none":
+            base.setdefault(r["scenario"], r)
+    for r in rows:
+        b = base.get(r["scenario"])
+        if b is None:
+            r.update(gap=math.nan, speedup=math.nan, verdict="no fp32 cell")
+            continue
+        gap = r["accuracy"] - b["accuracy"]
+        within = abs(gap) <= max(r["std"], b["std"])
+        r.update(gap=gap, speedup=b["clock_s"] / r["clock_s"],
+                 verdict="no gap" if within else f"{gap * 100:+.1f} pts")  # fmt: skip
     table = pd.DataFrame(rows)
-    base = _baseline(table)
-    if base is None:
-        table["gap"], table["verdict"], table["speedup"] = math.nan, "no fp32 cell", math.nan
-    else:
-        table["gap"] = table["accuracy"] - base["accuracy"]
-        spread = table["std"].clip(lower=base["std"])
-        table["verdict"] = [
-            "no gap" if abs(g) <= s else f"{g * 100:+.1f} pts"
-            for g, s in zip(table["gap"], spread, strict=True)
-        ]
-        table["speedup"] = base["clock_s"] / table["clock_s"]
     table["time_to_target_s"] = table["steps_to_target"] * table["clock_s"]
     table = table.sort_values(["accuracy"], ascending=False, kind="stable")
     return table[columns].reset_index(drop=True)
