@@ -1,7 +1,8 @@
 """`gcbench calibrate --from RUN`: a network profile fitted on the measured cells of a run
 (issue #32), fitting on some cells and scoring the others.
 
-A run of `mode: measure` holds, per cell, the iterations it timed. Its cells are rebuilt
+A run of `mode: measure` (or `train`: its training steps) holds, per cell, the
+iterations it timed. Its cells are rebuilt
 from the run's suite file (`manifest.json`: the cells whose ids the results hold) and
 split by id, alternately: the first, third, ... are fitted (`calibrate.fit`, each cell an
 end-to-end point the simulator predicts with the parameters tried), the others scored.
@@ -45,10 +46,17 @@ def measured_cells(run: Path) -> list[tuple[Any, float]]:
     except ConfigError as e:
         raise ConfigError([f"--from {m}" for m in e.messages]) from None
     df = load_results(run)
-    ok = df[(df["status"] == "ok") & (df["mode"] == "measure")] if not df.empty else df
+    # a trained run's iterations are measured too (the training steps, evaluation aside)
+    timed = df["mode"].isin(["measure", "train"]) if not df.empty else None
+    ok = df[(df["status"] == "ok") & timed] if not df.empty else df
     if ok.empty:
-        raise ConfigError([f"--from {run}: no measured cells (mode: measure, status ok)"])
-    suite_file = Path(json.loads((run / "manifest.json").read_text())["suite_file"])
+        raise ConfigError([f"--from {run}: no measured cells (mode: measure or train, "
+                           "status ok)"])  # fmt: skip
+    named = json.loads((run / "manifest.json").read_text()).get("suite_file")
+    if not named:
+        raise ConfigError([f"--from {run}: its manifest names no suite file (a run started "
+                           "from Python without suite_file=): its cells cannot be rebuilt"])
+    suite_file = Path(named)
     cells = {c.id: c for c in expand(load_suite(suite_file))}
     times = ok.groupby("cell_id")["iteration_s"].median()
     found = sorted((i, float(t)) for i, t in times.items() if i in cells)

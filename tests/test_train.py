@@ -175,7 +175,7 @@ def test_removing_error_feedback_hurts_signsgd_visibly(ray_local, tmp_path):
     shipped["train"].pop("project")
     path = tmp_path / "ef.yaml"
     path.write_text(yaml.safe_dump(shipped))
-    summary = run_suite(load_suite(path), tmp_path / "r")
+    summary = run_suite(load_suite(path), tmp_path / "r", suite_file=str(path))
     assert summary.failed == 0
     table = accuracy_table(load_results(tmp_path / "r" / "convergence"))
     by = table.set_index("compressor")
@@ -186,6 +186,11 @@ def test_removing_error_feedback_hurts_signsgd_visibly(ray_local, tmp_path):
     run = next((tmp_path / "r" / "convergence").iterdir())
     text = Path(write_report(run, tmp_path / "report")).read_text()
     assert "Final accuracy against fp32" in text and off["verdict"] in text
+    # a trained run's iterations calibrate as a measured run's do (`calibrate --from`)
+    from gcbench.calibrate_run import measured_cells
+
+    cells = measured_cells(run)
+    assert len(cells) == 3 and all(c.trained and t > 0 for c, t in cells)
 
 
 def test_digits_without_scikit_learn_says_how_to_install_it(monkeypatch):
