@@ -114,7 +114,7 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
     # the error feedback the kind's own strategy keeps (ACP-SGD none beside its own
     # residual: a second one diverged in training), else the collective's
     name = "allreduce" if compressor.additive else "allgather"
-    if kind in {k.own for k in strategies.registry().values()}:
+    if kind in strategies.own_kinds():
         name = kind
     ef: dict[str, Any] = {}
     if compressor.family == "covap" and s.ef:  # COVAP §III-D: the residual scaled

@@ -154,7 +154,6 @@ class Measurer:
         the wall seconds and the seconds inside gcbench's hook; the bytes the hook sent;
         the parameters' checksum of every rank after the last step."""
         self._join(visible or [], own)
-        import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         from gcbench.backends.simulate import cell_profile
@@ -210,19 +209,25 @@ class Measurer:
                 step_s.append(marks.wall())
                 hook_s.append(inside[0])
                 parts.append(marks.spans())
-        total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum()
-        sums = [torch.zeros(1, dtype=torch.float64, device=self.device) for _ in range(self.world)]
-        dist.all_gather(sums, total.reshape(1).to(self.device))
         sent = getattr(state, "sent_bytes", None)
         per_step = None if not sent else sent / (WARMUP + steps)
         return {"rank": self.rank, "step_s": step_s, "hook_s": hook_s, "parts": parts,
                 "device": self._device_name(), "node": self.ready(),
                 "synchronous": isinstance(state, ddp_hooks.HookState),
-                "wire_bytes": per_step, "checksums": [float(s) for s in sums]}  # fmt: skip
+                "wire_bytes": per_step, "checksums": self._checksums(model)}  # fmt: skip
+
+    def _checksums(self, model: Any) -> list[float]:
+        """Every rank's parameter checksum, allgathered (on the rank's device: NCCL
+        gathers CUDA tensors only)."""
+        import torch.distributed as dist
+
+        total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum()
+        sums = [torch.zeros(1, dtype=torch.float64, device=self.device) for _ in range(self.world)]
+        dist.all_gather(sums, total.reshape(1).to(self.device))
+        return [float(s) for s in sums]
 
     def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        sync(self.device)
 
     def _device_name(self) -> str:
         if self.device.type == "cuda":
@@ -231,6 +236,26 @@ class Measurer:
         import platform
 
         return f"CPU actor ({platform.machine()}, {os.cpu_count()} cores a node)"
+
+
+def sync(device: Any) -> None:
+    """Wait for the device's queued work (a CUDA device's; a CPU's is done)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def hardware(results: list[dict[str, Any]]) -> str:
+    """What a cell's ranks ran on (`hardware` column): `4 x <device> on 2 nodes`."""
+    nodes = len({r["node"] for r in results})
+    return f"{len(results)} x {results[0]['device']} on {nodes} node{'s' * (nodes > 1)}"
+
+
+def check_agree(sums: list[float], mode: str, after: str) -> None:
+    """RuntimeError where the ranks' allgathered parameter checksums differ (a hook that
+    averaged wrong)."""
+    if max(sums) - min(sums) > 1e-9 * max(1.0, abs(sums[0])):
+        raise RuntimeError(f"{mode}: the ranks' parameters differ after {after} (checksums "
+                           f"{', '.join(f'{c:.9g}' for c in sums)})")  # fmt: skip
 
 
 class _Marks:
@@ -294,12 +319,7 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
     steps = max(repetitions, 3)
     results, attempts, startup_s, _ = run_actors(cell, Measurer, rank_calls(cell, steps),
                                                  gpus=cell.device != "cpu")  # fmt: skip
-    nodes = len({r["node"] for r in results})
-    hardware = f"{len(results)} x {results[0]['device']} on {nodes} node{'s' * (nodes > 1)}"
-    first = results[0]["checksums"]  # every rank's, allgathered
-    if max(first) - min(first) > 1e-9 * max(1.0, abs(first[0])):
-        raise RuntimeError(f"measure: the ranks' parameters differ after {steps} steps "
-                           f"(checksums {', '.join(f'{c:.9g}' for c in first)})")  # fmt: skip
+    check_agree(results[0]["checksums"], "measure", f"{steps} steps")  # every rank's
     iters = [max(r["step_s"][k] for r in results) for k in range(steps)]
     slowest = [max(results, key=lambda r: r["step_s"][k]) for k in range(steps)]
     median = statistics.median(iters)
@@ -326,6 +346,6 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
             "predicted_forward_s": profile.forward_s,
             "predicted_backward_s": profile.backward_s, "predicted_update_s": profile.update_s,
             "iteration_spread": (max(iters) - min(iters)) / median,
-            "attempts": attempts, "startup_s": startup_s, "hardware": hardware,
+            "attempts": attempts, "startup_s": startup_s, "hardware": hardware(results),
         })  # fmt: skip
     return rows

@@ -34,9 +34,12 @@ from gcbench.cluster.measure import (
     AUTOCAST,
     Measurer,
     bucket_cap_mb,
+    check_agree,
     check_cell,
+    hardware,
     hook_spec,
     rank_calls,
+    sync,
 )
 from gcbench.config import Cell
 from gcbench.errors import ConfigError
@@ -110,7 +113,8 @@ def fit(cell: Cell, seed: int, data: Any, *, rank: int = 0, world: int = 1,
     """One training run of `cell` from `seed` as rank `rank` of `world` (`batch`
     samples a rank a step, default the model's batch size; `wrap`: the DDP wrapper, None
     for one process). Returns the curve (steps, mean training loss over the ranks,
-    held-out accuracy), the final held-out accuracy and loss, and each step's seconds."""
+    held-out accuracy), the final held-out accuracy and loss, each step's seconds and the
+    trained model."""
     import torch.distributed as dist
 
     from gcbench.compress.base import stable_seed
@@ -145,7 +149,7 @@ def fit(cell: Cell, seed: int, data: Any, *, rank: int = 0, world: int = 1,
     step_s: list[float] = []
     for k, idx in enumerate(_batches(len(x), size * world, t.steps, seed), start=1):
         mine = idx[rank * size : (rank + 1) * size].to(device)
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(torch.device(device).type, dtype=amp) if amp else nullcontext():
@@ -159,7 +163,7 @@ def fit(cell: Cell, seed: int, data: Any, *, rank: int = 0, world: int = 1,
             scaler.update()
         if sched is not None:
             sched.step()
-        _sync(device)
+        sync(device)
         step_s.append(time.perf_counter() - t0)
         if k % t.eval_every == 0 or k == t.steps:
             mean = loss.detach().reshape(1).double()
@@ -169,15 +173,9 @@ def fit(cell: Cell, seed: int, data: Any, *, rank: int = 0, world: int = 1,
             losses.append(_finite(float(mean) / world))
             metrics.append(_score(model, x_test, y_test)[0])
     acc, final_loss = _score(model, x_test, y_test)
-    total = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum()
     return {"curve_step": steps, "curve_loss": losses, "curve_metric": metrics,
             "final_metric": acc, "final_loss": final_loss, "step_s": step_s,
-            "checksum": float(total)}  # fmt: skip
-
-
-def _sync(device: Any) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
+            "model": model}  # fmt: skip
 
 
 class Trainer(Measurer):
@@ -190,7 +188,6 @@ class Trainer(Measurer):
         its own DDP with the cell's hook; the per-run results and every rank's final
         parameter checksums (allgathered)."""
         self._join(visible or [], own)
-        import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         from gcbench.cluster import ddp_hooks
@@ -198,9 +195,9 @@ class Trainer(Measurer):
 
         assert cell.train is not None
         data = load(cell.train.dataset)
+        spec, option = hook_spec(cell)
         runs, sent = [], []
         for k in range(seeds):
-            spec, option = hook_spec(cell)
             state, hook = ddp_hooks.hook(spec, None, option=option)
 
             def wrap(model: Any, state: Any = state, hook: Any = hook) -> Any:
@@ -211,11 +208,7 @@ class Trainer(Measurer):
 
             out = fit(cell, cell.seed + k, data, rank=self.rank, world=self.world, wrap=wrap,
                       device=self.device)  # fmt: skip
-            # (on the rank's device: NCCL gathers CUDA tensors only)
-            dev, f64 = self.device, torch.float64
-            sums = [torch.zeros(1, dtype=f64, device=dev) for _ in range(self.world)]
-            dist.all_gather(sums, torch.tensor([out.pop("checksum")], dtype=f64, device=dev))
-            out["checksums"] = [float(s) for s in sums]
+            out["checksums"] = self._checksums(out.pop("model"))
             runs.append(out)
             sb = getattr(state, "sent_bytes", None)
             sent.append(None if not sb else sb / cell.train.steps)
@@ -246,17 +239,12 @@ def trained(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
     assert cell.train is not None
     results, attempts, startup_s, _ = run_actors(cell, Trainer, rank_calls(cell, repetitions),
                                                  gpus=cell.device != "cpu")  # fmt: skip
-    nodes = len({r["node"] for r in results})
-    hardware = f"{len(results)} x {results[0]['device']} on {nodes} node{'s' * (nodes > 1)}"
     projected = _projected(cell)
     world = len(results)
     rows = []
     for k in range(repetitions):
         run = results[0]["runs"][k]
-        sums = run["checksums"]
-        if max(sums) - min(sums) > 1e-9 * max(1.0, abs(sums[0])):
-            raise RuntimeError(f"train: the ranks' parameters differ after seed {cell.seed + k} "
-                               f"(checksums {', '.join(f'{c:.9g}' for c in sums)})")  # fmt: skip
+        check_agree(run["checksums"], "train", f"seed {cell.seed + k}")
         steps = len(run["step_s"])
         per_step = [max(r["runs"][k]["step_s"][i] for r in results) for i in range(steps)]
         iteration = statistics.median(per_step)
@@ -278,6 +266,6 @@ def trained(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
             "projected_time_to_target_s": None if reached is None or projected is None
             else reached * projected,
             "iteration_spread": (max(per_step) - min(per_step)) / iteration,
-            "attempts": attempts, "startup_s": startup_s, "hardware": hardware,
+            "attempts": attempts, "startup_s": startup_s, "hardware": hardware(results),
         })  # fmt: skip
     return rows

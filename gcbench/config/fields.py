@@ -5,9 +5,11 @@ forbid unknown keys, and the paths a suite names (`models`, `network_profile`)."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+from gcbench.zoo.devices import DEVICES
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -47,6 +49,10 @@ Whole = Annotated[int, WHOLE]
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE), at_least(MIN_RATE)]
 Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
 Efficiency = Annotated[float, Field(gt=0, le=1), at_least(MIN_EFFICIENCY)]
+DeviceName = Literal[
+    "v100", "p100", "a100", "a100-80g", "h100", "h200", "rtx2080ti", "rtx3090", "a10", "t4", "cpu"
+]
+assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
 
 
 class Frozen(BaseModel):

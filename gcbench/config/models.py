@@ -41,6 +41,7 @@ from gcbench.config.fields import (
     MAX_GPUS,
     MAX_GPUS_PER_MACHINE,
     WHOLE,
+    DeviceName,
     Frozen,
     Rate,
     Whole,
@@ -333,12 +334,6 @@ class Constraints(Frozen):
             else:
                 data[key] = value
         return cls.model_validate(data)
-
-
-DeviceName = Literal[
-    "v100", "p100", "a100", "a100-80g", "h100", "h200", "rtx2080ti", "rtx3090", "a10", "t4", "cpu"
-]
-assert set(DeviceName.__args__) == set(DEVICES)  # type: ignore[attr-defined]
 
 
 Mode = Literal["simulate", "emulate", "measure", "train"]
