@@ -31,18 +31,20 @@ def _where(row: dict[str, Any]) -> str:
     return f"{m}×{g} {row['device']} {row['intra']} at {number_text(row['inter_gbps'])} Gbps"
 
 
-def headline(df: pd.DataFrame) -> list[dict[str, Any]]:
+def headline(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """One entry per scenario with at least one ok cell, in the results' order: the
     scenario's columns that vary across the run (`scenario`), the winner and its time,
     the best uncompressed baseline, fp32 and fp16 where the grid has them, the runner-up,
-    the speed-ups, the tie flag and a sentence. Times are the mean over repetitions."""
+    the speed-ups, the tie flag and a sentence. Times are the mean over repetitions.
+    `rows`: the results' rows, one per repetition, where `df` is their `per_cell` (a
+    trained run is ranked on every seed's)."""
     cells = per_cell(df)
     if cells.empty or "iteration_s" not in cells.columns:
         return []
     cells = cells[[runnable(s) for s in cells["strategy"]]]
     what = ""
     if "final_metric" in cells.columns and cells["final_metric"].notna().any():
-        cells, what = _to_target(df, cells)
+        cells, what = _to_target(df if rows is None else rows, cells)
     cols = [c for c in SCENARIO if c in cells.columns]
     keys = cells[cols].astype(object).where(cells[cols].notna(), None).astype(str)
     out = []

@@ -450,7 +450,7 @@ def write_report(
         None if cells.empty else f"window.GC_RESULTS = {script_json(table_data(cells, details))};"
     )
     summary = per_cell(df)  # once, for the headline and every figure
-    entries = headline(summary)
+    entries = headline(summary, df)
     _write_if_changed(run_out / "headline.json",
                       json.dumps(_finite(entries), indent=1).encode())  # fmt: skip
     page = _run_page(
