@@ -73,8 +73,8 @@ def _to_target(df: pd.DataFrame, cells: pd.DataFrame) -> tuple[pd.DataFrame, str
     from gcbench.report.training import accuracy_table, projected
 
     ok = df[df["status"] == "ok"]
-    clock = "projected_iteration_s" if projected(df) else "iteration_s"
     word = "projected" if projected(df) else "measured"
+    clock = "projected_iteration_s" if word == "projected" else "iteration_s"
     if "target" not in ok or not ok["target"].notna().any():
         table = accuracy_table(df).set_index("cell_id")
         kept = table.index[[not v.startswith("-") for v in table["verdict"]]]
