@@ -498,7 +498,7 @@ def test_a_candidate_with_more_or_fewer_buckets_resumes_exactly(case: Case, data
     the checkpoints, it times as the simulator does."""
     from strategies import all_options
 
-    from gcbench.plan.greedy import _Incumbent, candidate_plan
+    from gcbench.plan.greedy import Incumbent, candidate_plan
     from gcbench.sim.iteration import parse_fusion
     from gcbench.sim.kernel import Kernel
     from gcbench.sim.options import ROOTED
@@ -512,7 +512,7 @@ def test_a_candidate_with_more_or_fewer_buckets_resumes_exactly(case: Case, data
     sizes = [t.numel * 4 for t in case.profile.tensors]
     plan = fused_plan(case.profile, options, "ddp")
     kernel = Kernel(case.profile, case.costs)
-    inc = _Incumbent.of(options, plan, sizes)
+    inc = Incumbent.of(options, plan, sizes)
     _, inc.checkpoints = kernel.checkpoints(plan)
     lo = data.draw(st.integers(0, n - 1))
     hi = data.draw(st.integers(lo, n - 1))
@@ -528,10 +528,13 @@ def test_a_candidate_with_more_or_fewer_buckets_resumes_exactly(case: Case, data
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(case=cases(max_tensors=12), data=st.data())
-def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):
-    """`Kernel.bound` prunes candidates: it must never pass the time it bounds, for any
-    bucket and any option of the whole space (random models, clusters, costs, plans);
-    and `resume_at` from the slot equals a fresh run."""
+def test_the_longest_path_time_is_the_exact_time_and_the_screen_bounds_it(case: Case, data):
+    """`Kernel.tight` times a candidate from the longest paths of the plan without it
+    (`sim.paths`): it must equal the exact time but for the order of its sums (within
+    1e-12), for any bucket and any option of the whole space (random models, clusters,
+    costs, plans), so that the planner may rule out by it every candidate it does not
+    time; `resume_at` from the slot equals a fresh run; and the screen, every option's
+    bound at once, never passes the exact time."""
     from strategies import all_options
 
     from gcbench.sim.kernel import Kernel
@@ -540,8 +543,7 @@ def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):
     _, ck = kernel.checkpoints(case.plan)
     n = len(case.plan.buckets)
     m = data.draw(st.integers(0, n - 1))
-    at = data.draw(st.integers(0, m))
-    slot = kernel.slot(case.plan, ck, at, m)
+    slot = kernel.slot(case.plan, ck, data.draw(st.integers(0, m)), m)
     pool = all_options(case.costs.additive)
     for option in data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=8)):
         options = list(case.plan.options)
@@ -549,8 +551,7 @@ def test_the_candidate_bound_never_exceeds_the_exact_time(case: Case, data):
         plan = Plan(case.plan.buckets, options)
         exact = kernel.resume_at(plan, slot)
         assert exact == Kernel(case.profile, case.costs).iteration_s(plan)
-        assert kernel.bound(slot, plan, option) <= exact * (1 + 1e-12)
-    # the screen: every option's bound at once, from a table cached per bucket class
+        assert kernel.tight(slot, plan, option) == pytest.approx(exact, rel=1e-12, abs=0)
     space = tuple(dict.fromkeys(data.draw(st.lists(st.sampled_from(pool), min_size=1))))
     for option, low in zip(space, kernel.screen(slot, case.plan, space), strict=True):
         options = list(case.plan.options)
@@ -626,7 +627,7 @@ def test_the_kernels_communication_spans_are_the_simulators(case: Case):
 def test_a_candidate_plan_is_the_fused_plan_of_its_options(sizes, fusion, data):
     """`candidate_plan` re-fuses only around the change; it must give exactly
     `fused_plan` of the changed options, and share its first `at` buckets."""
-    from gcbench.plan.greedy import _Incumbent, candidate_plan
+    from gcbench.plan.greedy import Incumbent, candidate_plan
     from gcbench.sim.iteration import parse_fusion
 
     profile = toy(sizes)
@@ -635,7 +636,7 @@ def test_a_candidate_plan_is_the_fused_plan_of_its_options(sizes, fusion, data):
     options = [data.draw(st.sampled_from(pool)) for _ in range(n)]
     plan = fused_plan(profile, options, fusion)
     bytes_ = [t.numel * 4 for t in profile.tensors]
-    inc = _Incumbent.of(options, plan, bytes_)
+    inc = Incumbent.of(options, plan, bytes_)
     if data.draw(st.booleans()):
         lo = data.draw(st.integers(0, n - 1))
         hi = lo
@@ -769,12 +770,11 @@ def test_the_authors_cpu_code_needs_cpu_servers(tmp_path):
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "CPU servers" in bad.stderr
 
 
-def test_the_candidate_bound_holds_where_a_later_bucket_shares_the_tensor():
+def test_the_candidate_time_holds_where_a_later_bucket_shares_the_tensor():
     """A plan with partitions (`Plan.elements`: HiPress's, a tensor split over consecutive
     buckets): a later bucket that shares the slot's tensor runs no backward of its own, so
-    a candidate's compute steps do not delay its release, and `bound` must not add the
-    candidate's shift to it (found by a review on a random instance: 1.7% above the
-    exact time)."""
+    a candidate's compute steps do not delay its release (a random instance on which the
+    per-stream bound that `tight` replaced passed the exact time by 1.7%)."""
     from gcbench.comm import Link, nvlink_machine
     from gcbench.sim.iteration import Costs
     from gcbench.sim.kernel import Kernel
@@ -812,4 +812,6 @@ def test_the_candidate_bound_holds_where_a_later_bucket_shares_the_tensor():
     candidate = Plan(plan.buckets, [option, *plan.options[1:]], plan.elements)
     exact = kernel.resume_at(candidate, slot)
     assert exact == simulate(profile, costs, candidate).iteration_s
-    assert kernel.bound(slot, candidate, option) <= exact * (1 + 1e-12)
+    assert kernel.tight(slot, candidate, option) == pytest.approx(exact, rel=1e-12, abs=0)
+    low = kernel.screen(slot, candidate, (option,))[0]
+    assert low <= exact * (1 + 1e-12)

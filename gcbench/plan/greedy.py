@@ -37,10 +37,12 @@ resumes from the incumbent's kernel checkpoints at its first changed bucket
 those that cannot win: per run of tensors,
 the plan without the run's steps (`Kernel.slot`'s `top`: when it is no better than the
 incumbent, no option of the run can be), then every option at once in numpy
-(`Kernel.screen`), then the survivors one by one (`Kernel.bound`), in the order of their
-screen bounds, so that the fastest is timed early and tightens the bar for the rest; a
-run's slot and screen are built only once the candidates timed before (those that join
-a neighbour's bucket, the other run's) leave the run a chance.
+(`Kernel.screen`), then the survivors one by one in the order of their screen bounds by
+their time from the longest paths of the plan without them (`Kernel.tight`, exact but
+for rounding: issue #34, a candidate's cost no longer grows with the buckets after it);
+those within noise of the fastest are then timed exactly, the fastest first. A run's
+slot and screen are built only once the candidates timed before (those that join a
+neighbour's bucket, the other run's) leave the run a chance.
 The naive planner (`kernel=False`) fuses and simulates every candidate whole; tests
 check both return the same plan.
 
@@ -55,6 +57,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +86,10 @@ BETTER = 1 - 1e-9
 # A candidate is pruned when its lower bound passes that threshold by more than rounding
 # could (the bound sums the same seconds in another order).
 PRUNE_MARGIN = 1 + 1e-12
+# `Kernel.tight` sums the same seconds as the exact time in another order: it rules a
+# candidate out only past the limit by more than that rounding could
+TIGHT_SLACK = 1 - 1e-12
+TIGHT_OVER = 1 + 1e-12  # nor above it by more
 _HOLE = object()  # the option of the candidate's bucket while it is fused
 
 
@@ -124,7 +131,7 @@ def fused_plan(profile: ModelProfile, options: Sequence[Option], fusion: str = "
 
 
 @dataclass
-class _Incumbent:
+class Incumbent:
     """The accepted strategy, as a candidate is built from it: its options and fused plan,
     each tensor's bucket, whether a bucket starts at each tensor, each bucket's fill in
     bytes (the fusion rule's state), and the kernel's checkpoints."""
@@ -138,7 +145,7 @@ class _Incumbent:
     spans: dict[int, list[float]] = field(default_factory=dict)  # comm span per bucket
 
     @classmethod
-    def of(cls, options: list[Option], plan: Plan, sizes: Sequence[int]) -> _Incumbent:
+    def of(cls, options: list[Option], plan: Plan, sizes: Sequence[int]) -> Incumbent:
         bucket_of = [0] * len(options)
         starts = [False] * len(options)
         fill = []
@@ -151,21 +158,28 @@ class _Incumbent:
 
 
 def candidate_plan(
-    inc: _Incumbent, lo: int, hi: int, option: Option, sizes: Sequence[int], rule: int | str
+    inc: Incumbent,
+    lo: int,
+    hi: int,
+    option: Option | Sequence[Option],
+    sizes: Sequence[int],
+    rule: int | str,
 ) -> tuple[Plan, int]:
-    """`fused_plan` of the incumbent's options with tensors lo..hi set to `option`, and the
-    number of leading buckets it shares with the incumbent's plan, built by re-fusing only
-    from the bucket before the change to the first tensor past it where both plans start
-    a bucket (from there the fusion rule sees the same state, and the incumbent's buckets
-    follow; a test checks the result equals `fused_plan`)."""
+    """`fused_plan` of the incumbent's options with tensors lo..hi set to `option` (or,
+    given a list of every tensor's options, to theirs), and the number of leading
+    buckets it shares with the incumbent's plan, built by re-fusing only from the bucket
+    before the change to the first tensor past it where both plans start a bucket (from
+    there the fusion rule sees the same state, and the incumbent's buckets follow; a test
+    checks the result equals `fused_plan`)."""
     a = inc.bucket_of[lo - 1] if lo > 0 else 0
     old = inc.plan
     buckets = old.buckets[:a]
     chosen = old.options[:a]
     filled = inc.fill[a - 1] if a else 0
     opts, starts = inc.options, inc.starts
+    each = option if isinstance(option, list) else None  # (the planner's hole: an object)
     for i in range(old.buckets[a][0], len(opts)):
-        o = option if lo <= i <= hi else opts[i]
+        o: Any = (option if each is None else each[i]) if lo <= i <= hi else opts[i]
         size = sizes[i]
         full = closes(rule, filled, size, len(buckets))
         if not buckets or (chosen[-1] is not o and chosen[-1] != o) or full:
@@ -273,8 +287,8 @@ class _Search:
         result = simulate(self.profile, self.costs, plan)
         return result.iteration_s, plan, result.jobs  # type: ignore[return-value]
 
-    def incumbent(self) -> _Incumbent:
-        inc = _Incumbent.of(self.options, self.plan, self.sizes)
+    def incumbent(self) -> Incumbent:
+        inc = Incumbent.of(self.options, self.plan, self.sizes)
         if self.fast is not None:
             _, inc.checkpoints = self.fast.checkpoints(self.plan, inc.spans)
         return inc
@@ -314,7 +328,7 @@ class _Search:
             if without > limit:
                 got = (shape, None, without)
             else:
-                where = fast.slot(shape, inc.checkpoints, at, m, limit)
+                where = fast.slot(shape, inc.checkpoints, at, m)
                 # past `top` (a bound that holds whatever the option) no option can win
                 low = where.top if where.top > limit else fast.screen(where, shape, self.choices)
                 got = (shape, where, low)
@@ -378,12 +392,18 @@ class _Search:
         `limit` is never timed. The rule does not depend on that order."""
         best_s = self.best_s
         low = math.inf  # the fastest candidate timed so far
+        guess = math.inf  # the fastest by `Kernel.tight` (exact but for rounding)
 
         def limit() -> float:
             """A candidate whose lower bound passes this cannot win: it does not beat S by
             more than noise, or it is not within noise of the fastest so far. It never
             rises, so what it ruled out stays ruled out."""
             return min(best_s * BETTER, low / BETTER) * PRUNE_MARGIN
+
+        def bar() -> float:
+            """`limit`, and not within noise of the fastest by `tight` either (that one
+            is timed exactly below, so the rule sees it)."""
+            return min(limit(), guess * TIGHT_OVER / BETTER * PRUNE_MARGIN)
 
         found: list[tuple[int, float, Plan, list[object] | None]] = []
 
@@ -403,17 +423,28 @@ class _Search:
         fast = self.fast
         for r, lo, hi, out in reversed(slotted):
             assert fast is not None  # runs are slotted where the kernel prunes
-            shape, where, bounds = self.shaped(lo, hi, limit())
+            shape, where, bounds = self.shaped(lo, hi, bar())
             if where is None or isinstance(bounds, float):  # no option can win
                 continue
             todo = sorted(
-                (bounds[k], k) for k in np.flatnonzero(bounds <= limit()).tolist() if k not in out
+                (bounds[k], k) for k in np.flatnonzero(bounds <= bar()).tolist() if k not in out
             )
+            close: list[tuple[float, int]] = []
             for bound, k in todo:
-                if bound > limit():
+                if bound > bar():
                     break  # and so do the rest: sorted by their bounds
-                if fast.bound(where, shape, self.choices[k]) > limit():
+                # the time from the longest paths of the slot's plan without it: exact
+                # but for the order of its sums (`sim.paths`)
+                v = fast.tight(where, shape, self.choices[k])
+                if v * TIGHT_SLACK > bar():
                     continue
+                close.append((v, k))
+                if v < guess:
+                    guess = v
+            # those left, timed exactly, the fastest first: it sets the bar for the rest
+            for v, k in sorted(close):
+                if v * TIGHT_SLACK > bar():
+                    break
                 chosen = list(shape.options)
                 chosen[where.bucket] = self.choices[k]
                 trial = Plan(shape.buckets, chosen)

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from gcbench.plan.greedy import fused_plan
-from gcbench.sim.iteration import Costs, Plan
+from gcbench.plan.greedy import Incumbent, candidate_plan, fused_plan
+from gcbench.sim.iteration import Costs, Plan, parse_fusion
 from gcbench.sim.kernel import Kernel
 from gcbench.sim.options import Op, Option
+from gcbench.sim.timeline import no_gc
 from gcbench.zoo.profile import ModelProfile
 
 MAX_PLANS = 4096  # plans Algorithm 2 times at most before it decides group by group
@@ -78,29 +79,34 @@ def _timer(profile: ModelProfile, costs: Costs, fusion: str) -> Callable[[list[O
 
 
 class _Resumed:
-    """Times plans against a base plan (its kernel checkpoints): each from the first bucket
-    where it differs from the base, the same floats in the same order as timing it whole,
-    and above `limit` (it cannot win) possibly a lower bound instead. `rebase` makes a
-    timed plan the base."""
+    """Times strategies against a base one (its fused plan and kernel checkpoints): each
+    fused anew only around the tensors where it differs from the base
+    (`greedy.candidate_plan`) and timed from the first bucket that changes, the same
+    floats in the same order as timing it whole, and above `limit` (it cannot win)
+    possibly a lower bound instead. `rebase` makes a timed strategy the base."""
 
-    def __init__(self, kernel: Kernel, plan: Plan):
-        self.kernel = kernel
-        self.rebase(plan)
+    def __init__(self, kernel: Kernel, options: list[Option], fusion: str):
+        self.kernel, self.rule = kernel, parse_fusion(fusion)
+        self.sizes = [t.numel * 4 for t in kernel.profile.tensors]
+        self.plan = fused_plan(kernel.profile, options, fusion)
+        self.rebase(options, self.plan)
 
-    def rebase(self, plan: Plan) -> float:
-        self.plan = plan
-        self.time_s, self.checkpoints = self.kernel.checkpoints(plan)
+    def rebase(self, options: list[Option], plan: Plan) -> float:
+        self.options, self.plan = options, plan
+        self.inc = Incumbent.of(options, plan, self.sizes)
+        self.time_s, self.inc.checkpoints = self.kernel.checkpoints(plan)
         return self.time_s
 
-    def __call__(self, plan: Plan, limit: float = math.inf) -> float:
-        base, n = self.plan, len(plan.buckets)
-        at = 0
-        while (at < n and at < len(base.buckets) and base.options[at] == plan.options[at]
-               and base.buckets[at] == plan.buckets[at]):  # fmt: skip
-            at += 1
-        if at == n == len(base.buckets):
-            return self.time_s  # the base itself
-        return self.kernel.iteration_s(plan, self.checkpoints, at, limit)
+    def __call__(self, options: list[Option], limit: float = math.inf) -> tuple[float, Plan]:
+        """The strategy's time and fused plan."""
+        changed = [i for i, (a, b) in enumerate(zip(self.options, options, strict=True))
+                   if a is not b]  # fmt: skip
+        if not changed:
+            return self.time_s, self.plan  # the base itself
+        plan, at = candidate_plan(self.inc, changed[0], changed[-1], options, self.sizes,
+                                  self.rule)  # fmt: skip
+        assert self.inc.checkpoints is not None
+        return self.kernel.iteration_s(plan, self.inc.checkpoints, at, limit), plan
 
 
 def _apply(options: Sequence[Option], grouped: list[list[int]], u: Sequence[int]) -> list[Option]:
@@ -111,6 +117,7 @@ def _apply(options: Sequence[Option], grouped: list[list[int]], u: Sequence[int]
     return out
 
 
+@no_gc()  # as Algorithm 1: thousands of short-lived tuples, collections cost (measured)
 def algorithm2(
     profile: ModelProfile,
     costs: Costs,
@@ -125,22 +132,17 @@ def algorithm2(
     as soon as a bound shows it cannot beat the best (`_Resumed`): the same times, so the
     same choice, as timing every plan whole."""
     grouped = groups(profile, options, order)
-    sims = 0
-
-    def plan_of(u: Sequence[int]) -> Plan:
-        return fused_plan(profile, _apply(options, grouped, u), fusion)
-
     sizes = [len(g) + 1 for g in grouped]
     total = math.prod(sizes)
     best_u = [0] * len(grouped)
-    timed = _Resumed(Kernel(profile, costs), plan_of(best_u))
+    timed = _Resumed(Kernel(profile, costs), list(options), fusion)
     best_s, sims = timed.time_s, 1
     capped = total > max_plans
     if not capped:
         for u in itertools.product(*(range(n) for n in sizes)):
             if any(u):
                 sims += 1
-                s = timed(plan_of(u), best_s)
+                s, _ = timed(_apply(options, grouped, u), best_s)
                 if s < best_s:
                     best_u, best_s = list(u), s
     else:  # coordinate by coordinate, each group's u_i with the others fixed
@@ -149,11 +151,11 @@ def algorithm2(
                 trial = list(best_u)
                 trial[g] = k
                 sims += 1
-                plan = plan_of(trial)
-                s = timed(plan, best_s)
+                chosen = _apply(options, grouped, trial)
+                s, plan = timed(chosen, best_s)
                 if s < best_s:
                     best_u, best_s = trial, s
-                    timed.rebase(plan)
+                    timed.rebase(chosen, plan)
     chosen = _apply(options, grouped, best_u)
     return Offload(chosen, fused_plan(profile, chosen, fusion), best_s, sims, capped)
 

@@ -16,9 +16,10 @@ bucket and `iteration_s(plan, checkpoints, at)` starts the candidate there.
 
 Over a large option space most candidates are ruled out before they are timed, by lower
 bounds that never exceed the exact time (tests check them against it, `bounds`): `slot`
-times the plan without the candidate bucket's steps (no candidate ends earlier); `screen`
-bounds every option of the space at once from numpy tables of each option's seconds per
-stream, cached per bucket size; `bound` bounds one option more tightly, stream by stream.
+times the plan without the candidate bucket's steps (no candidate ends earlier) and
+records it as a graph of jobs; `screen` bounds every option of the space at once from
+numpy tables of each option's seconds per stream and that graph's longest paths; `tight`
+gives one option's time from those paths (`paths`: exact but for the order of its sums).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gcbench.sim import bounds
+from gcbench.sim import bounds, paths
 from gcbench.sim.bounds import Table, per_stream
 from gcbench.sim.iteration import Costs, Plan, SimContext, lower
 from gcbench.sim.options import ROOTED
@@ -60,13 +61,13 @@ class Checkpoints:
 
 class Kernel(Timeline):
     """`iteration_s(plan)` for one profile and one set of costs, caching lowerings; the
-    lower bounds of `bounds` (`slot`, `bound`, `screen`, `resume_at`)."""
+    lower bounds of `bounds` (`slot`, `screen`, `resume_at`) and `paths.tight`."""
 
     slot = bounds.slot
-    bound = bounds.bound
     screen = bounds.screen
     option_table = bounds.option_table
     resume_at = bounds.resume_at
+    tight = paths.tight
 
     def __init__(self, profile: ModelProfile, costs: Costs):
         if costs.synchronous:
@@ -122,7 +123,7 @@ class Kernel(Timeline):
 
     def _steps(self, bucket: list[int], option: Any, b: int, size: float | None) -> Cached:
         """The bucket's lowered steps, the first that waits for backward, and the seconds
-        of the steps from that one on, in all and per stream (`bound` reads them)."""
+        of the steps from that one on, in all and per stream (`option_table` reads them)."""
         key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
