@@ -1,9 +1,10 @@
 """The ByteComp planner against what it could have chosen, in-process (no Ray).
 
     python benchmarks/planner.py [--suites] [--brute] [--offload] [--speed] [--space]
+                                 [--scale [--reference TREE]] [--naive]
                                  [--instances 200] [--seed 0] [--espresso CHECKOUT]
 
-Every part by default.
+Every part but --space, --scale and --naive by default.
 
 1. **Suites** (issue #13, acceptance line 1): every cell of `suites/nvlink100.yaml` and
    `suites/pcie25.yaml` without CPU servers and with more than one machine (on one
@@ -31,6 +32,13 @@ Every part by default.
 
 5. **Option space** (`--space` only): Algorithm 1 over the 5 named options against all
    174 GPU paths of the decision tree, on lstm, vgg16, resnet50 and gpt2.
+
+6. **At scale** (`--scale` only, issue #34): gpt2-xl and llama-2-7b on 1,024 GPUs, what
+   `gcbench plan` runs, in fresh processes; with `--reference TREE` (a worktree of another
+   commit) alternating with that tree's gcbench, the same plan checked.
+
+7. **Against the naive planner** (`--naive` only): whole-space Algorithm 1 with the
+   kernel against every candidate simulated whole, on `--instances` random instances.
 
 What it compares: plans, all timed by gcbench's simulator; not against measurements.
 """
@@ -114,8 +122,8 @@ def suites() -> None:
                 )
 
 
-def _random_instance(rng: random.Random) -> tuple:
-    n = rng.randint(1, 8)
+def _random_instance(rng: random.Random, most: int = 8) -> tuple:
+    n = rng.randint(1, most)
     c = Cell.model_validate(
         {
             "model": "tiny-mlp",
@@ -424,6 +432,102 @@ def space() -> None:
             f"{1 - every.iteration_s / named.iteration_s:+.1%}"
         )
 
+SCALE_MODELS = ("gpt2-xl", "llama-2-7b")
+
+
+def scale_once(model: str) -> None:
+    """One process's plan of `model` on 128 x 8 V100 NVLink, 100 Gbps, dgc 1%: what
+    `gcbench plan` runs (whole-space Algorithm 1, then Algorithm 2 on its plan), printed
+    as one JSON line: each algorithm's seconds and a digest of the options chosen."""
+    import hashlib
+    import json
+
+    from gcbench.config.models import Constraints
+    from gcbench.plan.offload import algorithm2
+    from gcbench.plan.space import planner_space
+    from gcbench.strategies.planners import BUCKETS, OFFLOAD_ORDER, PASSES
+
+    c = Cell.model_validate(
+        {
+            "model": model,
+            "compressor": "dgc-1pct",
+            "network": {"intra": "nvlink", "intra_gbs": 150, "inter_gbps": 100},
+            "cluster": {"machines": 128, "gpus_per_machine": 8},
+            "strategy": "bytecomp",
+        }
+    )
+    profile, costs = cell_profile(c), costs_for(c)
+    every = planner_space(Constraints(space="all"))
+    t0 = time.perf_counter()
+    g = greedy(profile, costs, space=every.options, start=every.start, passes=PASSES,
+               buckets=BUCKETS)  # fmt: skip
+    t1 = time.perf_counter()
+    off = algorithm2(profile, costs, g.options, order=OFFLOAD_ORDER)
+    t2 = time.perf_counter()
+    digest = hashlib.sha1(repr([str(o) for o in off.options]).encode()).hexdigest()[:12]
+    print(json.dumps({"a1": t1 - t0, "a2": t2 - t1, "timed": g.simulations,
+                      "plan": digest, "iteration_s": off.iteration_s}))  # fmt: skip
+
+
+def scale(reference: Path | None, rounds: int = 3) -> None:
+    """Issue #34's planner at scale: `scale_once` per model in fresh processes, this tree
+    and (`--reference TREE`: another checkout's `gcbench`, imported by this script)
+    alternating, `rounds` each; the medians, their ratio, and whether both chose the same
+    options."""
+    import json
+    import os
+    import subprocess
+
+    def once(tree: Path, model: str) -> dict:
+        env = dict(os.environ, PYTHONPATH=str(tree))
+        out = subprocess.run([sys.executable, __file__, "--scale-once", model], env=env,
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+        return json.loads(out.strip().splitlines()[-1])
+
+    trees = [("this tree", ROOT)] + ([("reference", reference)] if reference else [])
+    print(f"planner at scale: 128 x 8 V100 NVLink, 100 Gbps, dgc 1%, whole space then "
+          f"Algorithm 2 (what `gcbench plan` runs), fresh processes, median of {rounds}"
+          + (", alternating with the reference" if reference else ""))  # fmt: skip
+    for model in SCALE_MODELS:
+        got: dict[str, list[dict]] = {name: [] for name, _ in trees}
+        for _ in range(rounds):
+            for name, tree in trees:
+                got[name].append(once(tree, model))
+        line = f"  {model:11s}"
+        med = {}
+        for name, _ in trees:
+            runs = got[name]
+            a1 = statistics.median(r["a1"] for r in runs)
+            a2 = statistics.median(r["a2"] for r in runs)
+            med[name] = a1 + a2
+            line += (f" | {name}: A1 {a1:6.3f} s + A2 {a2:6.3f} s = {a1 + a2:6.3f} s "
+                     f"({runs[0]['timed']:,} timed)")  # fmt: skip
+        if reference:
+            same = {r["plan"] for rs in got.values() for r in rs}
+            line += (f" | reference / this {med['reference'] / med['this tree']:5.2f}x, "
+                     f"{'the same plan' if len(same) == 1 else 'PLANS DIFFER'}")
+        print(line)
+
+
+def naive(instances: int, seed: int) -> None:
+    """The kernel planner (bounds, longest paths, resumes) against the naive one (every
+    candidate fused and simulated whole) over the whole option space, on `instances`
+    random instances of 1 to 24 tensors (`_random_instance`): the plans must be the same."""
+    from gcbench.config.models import Constraints
+    from gcbench.plan.space import planner_space
+
+    rng = random.Random(seed)
+    same = 0
+    for _ in range(instances):
+        profile, costs = _random_instance(rng, most=24)
+        every = planner_space(Constraints(space="all"), additive=costs.additive)
+        kw = {"space": every.options, "start": every.start, "buckets": True}
+        a = greedy(profile, costs, kernel=False, **kw)
+        b = greedy(profile, costs, **kw)
+        same += a.options == b.options and a.iteration_s == b.iteration_s
+    print(f"kernel planner against the naive one, whole space, {instances} random instances "
+          f"(seed {seed}): the same plan and time on {same} of {instances}")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -445,10 +549,22 @@ def main() -> None:
         help="a checkout of github.com/zhuangwang93/Espresso: time the authors' planner "
         "beside gcbench's in --speed (never committed; without it those columns are left out)",
     )
+    parser.add_argument("--scale", action="store_true", help="not part of the default run")
+    parser.add_argument("--scale-once", metavar="MODEL", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="--scale: also time another checkout's gcbench (a git worktree), alternating",
+    )
+    parser.add_argument("--naive", action="store_true", help="not part of the default run")
     parser.add_argument("--instances", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    every = not (args.suites or args.brute or args.offload or args.speed or args.space)
+    if args.scale_once:
+        return scale_once(args.scale_once)
+    every = not (args.suites or args.brute or args.offload or args.speed or args.space
+                 or args.scale or args.naive)  # fmt: skip
     if args.suites or every:
         suites()
     if args.brute or every:
@@ -459,6 +575,10 @@ def main() -> None:
         speed(espresso=args.espresso, profiles=args.profiles)
     if args.space:
         space()
+    if args.scale:
+        scale(args.reference)
+    if args.naive:
+        naive(args.instances, args.seed)
 
 
 if __name__ == "__main__":

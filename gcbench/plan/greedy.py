@@ -178,10 +178,14 @@ def candidate_plan(
     filled = inc.fill[a - 1] if a else 0
     opts, starts = inc.options, inc.starts
     each = option if isinstance(option, list) else None  # (the planner's hole: an object)
+    ddp = rule == "ddp"  # (`closes` inline for DDP's caps, as in `fused_plan`)
     for i in range(old.buckets[a][0], len(opts)):
         o: Any = (option if each is None else each[i]) if lo <= i <= hi else opts[i]
         size = sizes[i]
-        full = closes(rule, filled, size, len(buckets))
+        if ddp:
+            full = filled >= (FIRST_BUCKET_BYTES if len(buckets) == 1 else BUCKET_BYTES)
+        else:
+            full = closes(rule, filled, size, len(buckets))
         if not buckets or (chosen[-1] is not o and chosen[-1] != o) or full:
             if i > hi and starts[i]:  # in step with the incumbent again: its buckets follow
                 k = inc.bucket_of[i]

@@ -129,6 +129,9 @@ def screen(self: Kernel, slot: Slot, plan: Plan, space: tuple[Any, ...]) -> np.n
     return low
 
 
+_GRID = 4  # screen tables: bucket sizes rounded down to 2^(k / _GRID) elements
+
+
 def option_table(
     self: Kernel, bucket: list[int], space: tuple[Any, ...], b: int, size: float | None
 ) -> Table:
@@ -148,6 +151,11 @@ def option_table(
     lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
     if size is None and self._by_size:
         size = float(self._prefix[hi + 1] - self._prefix[lo])
+    if self._by_size and size is not None and size > 0:
+        # every step's seconds grow with the bucket's size (checked over every preset's
+        # options at 40 sizes: `tests/test_plan.py`), so a table built for a size at or
+        # below this one bounds it too: sizes rounded down to 4 steps an octave share one
+        size = 2.0 ** (math.floor(math.log2(size) * _GRID) / _GRID)
     roots = tuple(b % x.n[level] for level in levels)
     run = hi - lo + 1 == len(bucket)
     key = (

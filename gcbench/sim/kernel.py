@@ -76,7 +76,7 @@ class Kernel(Timeline):
         self.numel = [t.numel for t in profile.tensors]
         self.ctx = SimContext(costs, self.numel)
         self.cache: dict[tuple[Any, ...], Cached] = {}
-        self._seen: dict[tuple[int, int, int], tuple[list[int], Any, Cached]] = {}
+        self._seen: dict[tuple[int, ...], tuple[list[int], Any, Cached]] = {}
         self._uses: dict[Any, tuple[int, int]] = {}
         self._by_size = (
             costs.tensor_round_bytes is None
@@ -135,21 +135,23 @@ class Kernel(Timeline):
         return hit
 
     def _shared(self, bucket: list[int], option: Any, b: int, size: float | None) -> Cached:
-        """`_steps` for a plan resumed from checkpoints: candidate plans share the
-        incumbent's bucket lists and options, so a lowering is looked up by their
-        identity first, without building its key (the memo holds both objects: no other
-        live object can have their ids). Plans fused anew (Algorithm 2, brute force)
-        never hit it and time their buckets through `_steps` alone."""
+        """`_steps` for a plan without sizes of its own: a lowering is looked up first by
+        the option's identity, the bucket's index and, for a run of tensors (every plan
+        gcbench builds), its first and last tensor, else the bucket's identity, without
+        building its key (the memo holds both objects: no other live object can have
+        their ids)."""
         if size is not None:
             return self._steps(bucket, option, b, size)
-        seen = (id(bucket), id(option), b)
+        lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
+        run = hi - lo + 1 == len(bucket)
+        seen = (lo, hi, id(option), b) if run else (id(bucket), id(option), b)
         got = self._seen.get(seen)
         if got is not None:
             return got[2]
         hit = self._steps(bucket, option, b, size)
         if len(self._seen) >= _SEEN_MAX:
             self._seen.clear()
-        self._seen[seen] = (bucket, option, hit)
+        self._seen[seen] = (bucket, option, hit)  # (the bucket: an empty one's id)
         return hit
 
     def checkpoints(

@@ -259,15 +259,16 @@ class Timeline:
         lowering: Lowerer,
         states: list[State] | None = None,
         watch: Watch | None = None,
-        memo: Callable[[tuple[int, int, int]], Any] | None = None,
+        memo: Callable[[tuple[int, ...]], Any] | None = None,
         limit: float = math.inf,
     ) -> tuple[float, int]:
         """Buckets first..stop-1: each one's backward, then its steps that need not wait
         for backward (`free` and `rest` updated in place): (last, done). `states`
         gets the state before each bucket (the kernel's checkpoints); `memo`, where given,
-        looks a lowering up by (id(bucket), id(option), b) first: (bucket, option,
-        lowering) or None. Raises `Exceeded` once a chain's end, its remaining seconds and
-        the update pass `limit` (no later job can end earlier)."""
+        looks a lowering up first, by (first, last tensor, id(option), b) for a run of
+        tensors, else by (id(bucket), id(option), b): (bucket, option, lowering) or None.
+        Raises `Exceeded` once a chain's end, its remaining seconds and the update pass
+        `limit` (no later job can end earlier)."""
         single, synchronous = self._single, self._synchronous
         sizes = plan.elements
         buckets, options = plan.buckets, plan.options
@@ -281,7 +282,8 @@ class Timeline:
             # builds), the same additions
             lo = bucket[0] if bucket else 0
             hi = bucket[-1] if bucket else -1
-            if hi - lo + 1 != len(bucket) or watch is not None:
+            run = hi - lo + 1 == len(bucket)
+            if not run or watch is not None:
                 last, done = self.backward(bucket, free, last, done, watch)
             elif hi >= done:
                 t = get("compute", 0.0)
@@ -290,7 +292,9 @@ class Timeline:
                 done = hi + 1
             if single or opt is None:
                 continue
-            got = None if memo is None else memo((id(bucket), id(opt), b))
+            got = None if memo is None else memo(
+                (lo, hi, id(opt), b) if run else (id(bucket), id(opt), b)
+            )
             hit = got[2] if got is not None else lowering(
                 bucket, opt, b, None if sizes is None else sizes[b]
             )
