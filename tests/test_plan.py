@@ -559,6 +559,46 @@ def test_the_longest_path_time_is_the_exact_time_and_the_screen_bounds_it(case: 
         assert low <= kernel.resume_at(Plan(case.plan.buckets, options), slot) * (1 + 1e-12)
 
 
+@pytest.mark.parametrize(
+    "compressor",
+    ["dgc-1pct", "topk-1pct", "randomk-1pct", "efsignsgd", "signsgd", "terngrad", "qsgd",
+     "onebit", "int8", "fp16", "threelc", "threshold:threshold=0.01"],
+)  # fmt: skip
+def test_every_options_seconds_grow_with_the_buckets_size(compressor):
+    """`Kernel.option_table` builds a screen table for a bucket's size rounded down (a
+    grid of sizes shares tables): sound only if no stream's seconds, before or after the
+    first step that waits, ever shrink as a bucket grows. Checked for every option of
+    the planner's whole space and a sample of the CPU placements, on two clusters, over
+    sizes from a thousand to 300 million elements."""
+    import numpy as np
+
+    from gcbench.config.models import Constraints
+    from gcbench.plan.space import planner_space
+    from gcbench.sim.bounds import per_stream
+    from gcbench.sim.iteration import SimContext, lower
+    from gcbench.sim.options import enumerate_options
+
+    for machines, intra in ((8, "nvlink"), (128, "pcie")):
+        c = cell(compressor=compressor, network={"intra": intra, "inter_gbps": 25},
+                 cluster={"machines": machines, "gpus_per_machine": 8, "cpu_cores": 16})  # fmt: skip
+        costs = costs_for(c)
+        x = SimContext(costs, [1])
+        space = planner_space(Constraints(space="all"), additive=costs.additive).options
+        options = [*space, *enumerate_options(additive=costs.additive)[::97]]
+        for o in options:
+            before: tuple | None = None
+            for size in np.geomspace(1e3, 3e8, 12):
+                steps, cut = lower(o, [0], 1, x, float(size), labels=False)
+                pre, post = per_stream(steps, cut)
+                chain = (sum(s.dur for s in steps[:cut]), sum(s.dur for s in steps[cut:]))
+                if before is not None:
+                    for old, new in ((before[0], pre), (before[1], post)):
+                        assert all(new.get(k, 0.0) >= v * (1 - 1e-12) for k, v in old.items())
+                    assert chain[0] >= before[2][0] * (1 - 1e-12)
+                    assert chain[1] >= before[2][1] * (1 - 1e-12)
+                before = (pre, post, chain)
+
+
 @pytest.mark.slow
 def test_the_screen_reads_one_table_for_every_bucket_of_a_class():
     """`Kernel.screen` keeps one table per bucket size and per which rooted groups have

@@ -152,8 +152,8 @@ def option_table(
     if size is None and self._by_size:
         size = float(self._prefix[hi + 1] - self._prefix[lo])
     if self._by_size and size is not None and size > 0:
-        # every step's seconds grow with the bucket's size (checked over every preset's
-        # options at 40 sizes: `tests/test_plan.py`), so a table built for a size at or
+        # every step's seconds grow with the bucket's size (checked for every preset's
+        # options: `tests/test_plan.py`), so a table built for a size at or
         # below this one bounds it too: sizes rounded down to 4 steps an octave share one
         size = 2.0 ** (math.floor(math.log2(size) * _GRID) / _GRID)
     roots = tuple(b % x.n[level] for level in levels)
