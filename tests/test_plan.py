@@ -580,7 +580,7 @@ def test_every_options_seconds_grow_with_the_buckets_size(compressor):
 
     for machines, intra in ((8, "nvlink"), (128, "pcie")):
         c = cell(compressor=compressor, network={"intra": intra, "inter_gbps": 25},
-                 cluster={"machines": machines, "gpus_per_machine": 8, "cpu_cores": 16})  # fmt: skip
+                 cluster={"machines": machines, "cpu_cores": 16})  # fmt: skip
         costs = costs_for(c)
         x = SimContext(costs, [1])
         space = planner_space(Constraints(space="all"), additive=costs.additive).options
