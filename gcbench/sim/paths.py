@@ -24,8 +24,9 @@ P1 to stream j at P2 (and the backward's end likewise). U and V come from one ba
 pass over W's graph; A from one forward pass per stream the candidate's early steps use,
 cached per slot. So a candidate costs its own steps, not the buckets that follow it
 (issue #34: on gpt2-xl at 1,024 GPUs the resumes this replaces were 95% of Algorithm
-1). The sums run in another order than the recurrence's: `tight` is a lower bound up to
-rounding (`_SLACK`), and the planner times the candidates it does not rule out exactly.
+1). The sums run in another order than the recurrence's: `tight` is the exact time up to
+rounding (the planner allows 1e-12 either way, `greedy.TIGHT_SLACK`), and the planner
+times the candidates it does not rule out exactly.
 """
 
 from __future__ import annotations
@@ -229,8 +230,7 @@ class Graph(Watch):
 
 def tight(self: Kernel, slot: Slot, plan: Plan, option: Any) -> float:
     """The iteration time of `plan` with `option` in the slot's bucket, from W's longest
-    paths (the module's formula): exact but for the order of its sums, so a lower bound
-    once `_SLACK` is taken off."""
+    paths (the module's formula): exact but for the order of its sums."""
     g = slot.graph
     if self.ctx.N == 1:
         return slot.top
