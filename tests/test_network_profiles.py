@@ -189,3 +189,25 @@ def test_nvlink_runs_at_the_devices_rate_unless_given():
     slow, fast = (iteration(make({"inter_gbps": 100, "intra_gbs": r}, "h100"))
                   for r in (150, None))  # fmt: skip
     assert fast <= slow
+
+
+@pytest.mark.parametrize(
+    ("preset", "device", "busbw_gbs"),
+    [("dgx-h100-ndr", "h100", 370.0), ("dgx-a100-hdr", "a100", 232.5)],
+)
+def test_the_dgx_presets_give_their_sources_bus_bandwidth(preset, device, busbw_gbs):
+    """A 4 GiB allreduce over one machine's 8 GPUs, timed by gcbench's collective model on
+    the preset, runs at the bus bandwidth its source quotes (busBw = size / time x 2(n-1)/n,
+    nccl-tests' definition) within 3%: the preset's efficiency is the fraction of the
+    NVLink line rate the model's ring achieves, not of anything else."""
+    from gcbench.backends.simulate import costs_for
+    from gcbench.config import Cell
+    from gcbench.sim.iteration import SimContext
+
+    cell = Cell.model_validate(
+        {"model": "resnet50", "device": device, "compressor": "none", "strategy": "fp32",
+         "network": {"profile": preset}, "cluster": {"machines": 1, "gpus_per_machine": 8}}
+    )  # fmt: skip
+    size = 4 * 2**30
+    seconds, _ = SimContext(costs_for(cell), [1]).comm("flat", "allreduce", size, 8)
+    assert size / seconds * 2 * 7 / 8 / 1e9 == pytest.approx(busbw_gbs, rel=0.03)
