@@ -37,8 +37,9 @@ Every part but --space, --scale and --naive by default.
    `gcbench plan` runs, in fresh processes; with `--reference TREE` (a worktree of another
    commit) alternating with that tree's gcbench, the same plan checked.
 
-7. **Against the naive planner** (`--naive` only): whole-space Algorithm 1 with the
-   kernel against every candidate simulated whole, on `--instances` random instances.
+7. **Against the naive planner** (`--naive` only): Algorithm 1 with the kernel against
+   every candidate simulated whole, on `--instances` random instances (fusion, space,
+   bucket candidates and passes drawn too).
 
 What it compares: plans, all timed by gcbench's simulator; not against measurements.
 """
@@ -511,23 +512,28 @@ def scale(reference: Path | None, rounds: int = 3) -> None:
 
 def naive(instances: int, seed: int) -> None:
     """The kernel planner (bounds, longest paths, resumes) against the naive one (every
-    candidate fused and simulated whole) over the whole option space, on `instances`
-    random instances of 1 to 24 tensors (`_random_instance`): the plans must be the same."""
+    candidate fused and simulated whole), on `instances` random instances of 1 to 20
+    tensors (`_random_instance`), each with a random fusion (ddp, tensor, fixed at 4 MB
+    or 200 kB), space (the whole one or the named options), bucket candidates or not, one
+    or two passes: the plans, times and removed tensors must be the same."""
     from gcbench.config.models import Constraints
     from gcbench.plan.space import planner_space
 
     rng = random.Random(seed)
     same = 0
     for _ in range(instances):
-        profile, costs = _random_instance(rng, most=24)
-        every = planner_space(Constraints(space="all"), additive=costs.additive)
-        kw = {"space": every.options, "start": every.start, "buckets": True}
-        a = greedy(profile, costs, kernel=False, **kw)
-        b = greedy(profile, costs, **kw)
-        same += a.options == b.options and a.iteration_s == b.iteration_s
-    print(f"kernel planner against the naive one, whole space, {instances} random instances "
-          f"(seed {seed}): the same plan and time on {same} of {instances}")
-
+        profile, costs = _random_instance(rng, most=20)
+        fusion = rng.choice(["ddp", "tensor", "fixed:4000000", "fixed:200000"])
+        space = planner_space(Constraints(space=rng.choice(["all", "named"])),
+                              additive=costs.additive)  # fmt: skip
+        kw = {"space": space.options, "start": space.start, "fusion": fusion,
+              "buckets": rng.random() < 0.7, "passes": rng.choice([1, 2])}  # fmt: skip
+        a = greedy(profile, costs, kernel=False, **kw)  # type: ignore[arg-type]
+        b = greedy(profile, costs, **kw)  # type: ignore[arg-type]
+        same += (a.options, a.iteration_s, a.removed) == (b.options, b.iteration_s, b.removed)
+    print(f"kernel planner against the naive one, {instances} random instances (seed {seed}; "
+          f"fusion, space, bucket candidates and passes drawn): the same plan, time and "
+          f"removed tensors on {same} of {instances}")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -562,7 +568,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.scale_once:
-        return scale_once(args.scale_once)
+        scale_once(args.scale_once)
+        return
     every = not (args.suites or args.brute or args.offload or args.speed or args.space
                  or args.scale or args.naive)  # fmt: skip
     if args.suites or every:
