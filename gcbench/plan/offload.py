@@ -88,8 +88,7 @@ class _Resumed:
     def __init__(self, kernel: Kernel, options: list[Option], fusion: str):
         self.kernel, self.rule = kernel, parse_fusion(fusion)
         self.sizes = [t.numel * 4 for t in kernel.profile.tensors]
-        self.plan = fused_plan(kernel.profile, options, fusion)
-        self.rebase(options, self.plan)
+        self.rebase(options, fused_plan(kernel.profile, options, fusion))
 
     def rebase(self, options: list[Option], plan: Plan) -> float:
         self.options, self.plan = options, plan

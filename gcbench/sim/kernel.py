@@ -33,7 +33,16 @@ from gcbench.sim import bounds, paths
 from gcbench.sim.bounds import Table, per_stream
 from gcbench.sim.iteration import Costs, Plan, SimContext, lower
 from gcbench.sim.options import ROOTED
-from gcbench.sim.timeline import Exceeded, Spans, State, Step, Tail, Timeline, as_program
+from gcbench.sim.timeline import (
+    Exceeded,
+    Spans,
+    State,
+    Step,
+    Tail,
+    Timeline,
+    as_program,
+    lowering_key,
+)
 from gcbench.zoo.profile import ModelProfile
 
 
@@ -136,22 +145,18 @@ class Kernel(Timeline):
 
     def _shared(self, bucket: list[int], option: Any, b: int, size: float | None) -> Cached:
         """`_steps` for a plan without sizes of its own: a lowering is looked up first by
-        the option's identity, the bucket's index and, for a run of tensors (every plan
-        gcbench builds), its first and last tensor, else the bucket's identity, without
-        building its key (the memo holds both objects: no other live object can have
-        their ids)."""
+        `timeline.lowering_key`, without building its full key (the memo holds the bucket
+        and the option: no other live object can have their ids)."""
         if size is not None:
             return self._steps(bucket, option, b, size)
-        lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
-        run = hi - lo + 1 == len(bucket)
-        seen = (lo, hi, id(option), b) if run else (id(bucket), id(option), b)
+        seen = lowering_key(bucket, option, b)
         got = self._seen.get(seen)
         if got is not None:
             return got[2]
         hit = self._steps(bucket, option, b, size)
         if len(self._seen) >= _SEEN_MAX:
             self._seen.clear()
-        self._seen[seen] = (bucket, option, hit)  # (the bucket: an empty one's id)
+        self._seen[seen] = (bucket, option, hit)
         return hit
 
     def checkpoints(

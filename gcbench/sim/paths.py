@@ -115,7 +115,7 @@ class Graph(Watch):
         self.last = self._node("compute", end - start, self.last, False, end)
 
     def chain(self, b: int, steps: Sequence[Step], cut: int, late: bool) -> None:
-        self.chain_of[self._b] = self._t  # the chain before: its last node
+        self._close()
         self._b = b
         if not late:
             self._t = self.last  # a chain starts at its backward's end
@@ -137,9 +137,13 @@ class Graph(Watch):
         self._t = self._node(stream, dur, self._t, self._late and waits, end)
         return end
 
+    def _close(self) -> None:
+        """The chain timed so far ends at its last node."""
+        if self._b >= 0:
+            self.chain_of[self._b] = self._t
+
     def update(self, start: float) -> None:
-        self.chain_of[self._b] = self._t
-        self.chain_of.pop(-1, None)
+        self._close()
         if not self._late:
             self.backward_end = self.last
         if self.p2 < 0:
@@ -184,12 +188,9 @@ class Graph(Watch):
         its free time at P2 in W; at P1 plus the seconds of W's jobs on it between P1
         and P2; W's longest path from P2 to the end (V_j); -inf where no job follows."""
         tl = self.tails()
-        s = self.src.get(stream)
+        s = self.src.get(stream)  # (the compute stream's: always, the update's)
         free = self._free.get(stream, 0.0)
-        if s is not None:
-            u = tl[s]
-        else:
-            u = self.update_s if stream == "compute" else _NEG
+        u = tl[s] if s is not None else _NEG
         n = self.at_p2.get(stream)
         a = self.after.get(stream)
         if a is not None:

@@ -95,6 +95,14 @@ def as_program(steps: Sequence[Step], cut: int) -> Lowering:
     return Lowering(steps, cut, sum(durs[cut:]))
 
 
+def lowering_key(bucket: list[int], option: Any, b: int) -> tuple[int, ...]:
+    """What a memo of lowerings (`phase1`'s `memo`) looks one up by: the option's identity,
+    the bucket's index and, for a run of tensors (every plan gcbench builds), its first and
+    last tensor, else the bucket's identity (the memo keeps both objects alive)."""
+    lo, hi = (bucket[0], bucket[-1]) if bucket else (0, -1)
+    return (lo, hi, id(option), b) if hi - lo + 1 == len(bucket) else (id(bucket), id(option), b)
+
+
 class Exceeded(Exception):
     """A bounded run (`limit`) stopped where a lower bound on the iteration's time, `low`,
     passed the limit: the plan cannot win where the planner asked (`Kernel.resume`)."""
@@ -292,7 +300,7 @@ class Timeline:
                 done = hi + 1
             if single or opt is None:
                 continue
-            got = None if memo is None else memo(
+            got = None if memo is None else memo(  # (`lowering_key`, inline)
                 (lo, hi, id(opt), b) if run else (id(bucket), id(opt), b)
             )
             hit = got[2] if got is not None else lowering(
