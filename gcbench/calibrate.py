@@ -56,6 +56,7 @@ from pydantic import (
 )
 
 from gcbench.comm.collectives import COLLECTIVES, Link, collective_s, cost_shape
+from gcbench.comm.nccl import nccl_collective_s
 from gcbench.config.network_profile import INTRA_DEFAULT_GBS, NetworkProfile
 from gcbench.errors import ConfigError, first_error
 
@@ -93,6 +94,9 @@ class CollectivePoint(_Point):
     bytes: float = Field(gt=0, le=1e15)
     seconds: float = Field(ge=MIN_MEASURED, le=1e6)
     level: Literal["inter", "intra"] = "inter"
+    # the machines the ranks span, for `collectives: nccl` (default: across machines one
+    # rank a machine); must divide the ranks
+    machines: int | None = Field(None, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _known(self) -> CollectivePoint:
@@ -102,6 +106,11 @@ class CollectivePoint(_Point):
                 f"unknown collective {self.collective!r}; valid: {', '.join(COLLECTIVES)}"
             )
         self.collective = name
+        if self.machines is not None and (self.ranks % self.machines or (
+                self.level == "intra" and self.machines != 1)):  # fmt: skip
+            raise ValueError(
+                f"machines: {self.machines} must divide ranks {self.ranks} (1 for level intra)"
+            )
         return self
 
 
@@ -266,7 +275,9 @@ class Measurement:
 
     label: str
     measured: float
-    collective: tuple[str, int, float, str] | None = None  # (name, ranks, bytes, level)
+    # (name, ranks, bytes, level, machines the ranks span: None, one rank a machine
+    # across machines, all on one inside)
+    collective: tuple[str, int, float, str, int | None] | None = None
     cell: CellPoint | None = None
     # any other prediction of network values (`gcbench reproduce`'s figures)
     custom: Callable[[dict[str, Any], dict[str, float]], float] | None = None
@@ -277,7 +288,8 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
     for i, p in enumerate(points.points):
         if isinstance(p, CollectivePoint):
             label = f"points[{i}] {p.collective} {p.ranks} ranks {p.bytes:g} B"
-            out.append(Measurement(label, p.seconds, (p.collective, p.ranks, p.bytes, p.level)))
+            out.append(Measurement(label, p.seconds,
+                                   (p.collective, p.ranks, p.bytes, p.level, p.machines)))  # fmt: skip
         elif isinstance(p, NcclPoint):
             from gcbench.files import read_limited
 
@@ -298,7 +310,7 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
             level = p.level or ("inter" if run.hosts > 1 else "intra")
             for size, seconds in run.points:
                 out.append(Measurement(f"{path.name} {name} {ranks} ranks {size:g} B", seconds,
-                                       (name, ranks, size, level)))  # fmt: skip
+                                       (name, ranks, size, level, run.hosts)))  # fmt: skip
         else:
             out.append(Measurement(f"points[{i}] {p.model} {p.machines}x{p.gpus_per_machine} "
                                    f"{p.strategy} {p.metric}", p.measured, cell=p))  # fmt: skip
@@ -330,7 +342,7 @@ def _overridden(network: Any, name: str) -> tuple[float | None, float | None]:
     return eff, own.inter_latency_us
 
 
-def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float]], float]:
+def predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float]], float]:
     """How to predict `m` for given parameter values (the rest from `net`)."""
     from gcbench.config import Cell
     from gcbench.config.models import Network
@@ -340,10 +352,15 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
         custom = m.custom
         return lambda values: custom(net, values)
     if m.collective is not None:
-        name, ranks, size, level = m.collective
+        name, ranks, size, level, hosts = m.collective
+        machines = (hosts or ranks) if level == "inter" else 1
+        dumped = defaults.model_dump()
 
         def collective(values: dict[str, float]) -> float:
-            get = {**defaults.model_dump(), **values}.__getitem__
+            get = {**dumped, **values}.__getitem__
+            rate = get("intra_gbs") or defaults.intra_rate()
+            intra = Link(rate * 1e9, get("intra_latency_us") * 1e-6, get("intra_efficiency"))
+            link = intra
             if level == "inter":
                 if "inter_gbps" not in net:
                     raise ConfigError(NEED_INTER_GBPS)
@@ -351,10 +368,11 @@ def _predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float
                 link = Link(net["inter_gbps"] * 1e9 / 8,
                             (get("inter_latency_us") if lat is None else lat) * 1e-6,
                             get("inter_efficiency") if eff is None else eff)  # fmt: skip
-            else:
-                rate = get("intra_gbs") or defaults.intra_rate()
-                link = Link(rate * 1e9, get("intra_latency_us") * 1e-6,
-                            get("intra_efficiency"))  # fmt: skip
+            if defaults.collectives == "nccl":  # NCCL's algorithm and protocol for the size
+                bus = link if level == "inter" and machines == ranks else None
+                return nccl_collective_s(name, size, ranks, machines, intra,
+                                         link if level == "inter" else None, bus,
+                                         nvlink=defaults.intra == "nvlink")  # fmt: skip
             return collective_s(name, size, ranks, link)
 
         return collective
@@ -448,7 +466,7 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
     except ValidationError as e:
         raise ConfigError(f"network: {first_error(e)}") from None
     start = {p: float(start_net[p]) for p in params}
-    predictors = [_predictor(m, net) for m in ms]
+    predictors = [predictor(m, net) for m in ms]
     meas = [m.measured for m in ms]
 
     def predict(values: dict[str, float]) -> list[float]:
@@ -469,7 +487,9 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
                 f"--fit: {p} moves no point's prediction ({why}); leave it out of --fit"
             )
     levels = {m.collective[3] for m in ms if m.collective is not None}
-    exact = all(m.collective is not None for m in ms) and all(
+    # the closed forms read rings; NCCL's fastest-of-several is searched for
+    rings = start_net["collectives"] == "ring"
+    exact = rings and all(m.collective is not None for m in ms) and all(
         p.split("_")[0] in levels for p in params if p != "compute_scale"
     ) and not {"compute_scale", "iteration_overhead_us", "bucket_overhead_us",
                "compute_jitter"} & set(params)  # fmt: skip
@@ -713,7 +733,12 @@ def calibrate(
     except ConfigError as e:
         raise ConfigError([_located(path, m) for m in e.messages]) from None
     fitted = {k: float(f"{v:.6g}") for k, v in result.values.items()}
+    # the collective model the values were fitted under, written whatever the default
+    from gcbench.config.models import Network
+
+    model = Network.model_validate({"inter_gbps": 1, **net}).collectives
     network_fields = {**{k: v for k, v in net.items() if k not in ("compute_scale", "overrides")},
+                      "collectives": model,
                       **{k: v for k, v in fitted.items() if k != "compute_scale"}}  # fmt: skip
     errors = [(p - m.measured) / m.measured for m, p in zip(ms, result.predicted, strict=True)]
     rows = [

@@ -68,7 +68,7 @@ def measured_cells(run: Path) -> list[tuple[Any, float]]:
     return [(cells[i], t) for i, t in found]
 
 
-def _predictor(cell: Any) -> Callable[[dict[str, Any], dict[str, float]], float]:
+def predictor(cell: Any) -> Callable[[dict[str, Any], dict[str, float]], float]:
     """A cell as `calibrate.fit` reads an end-to-end point: values -> seconds."""
     return lambda _net, values: _predict(cell, values)
 
@@ -84,7 +84,7 @@ def from_run(run: Path, params: list[str]) -> tuple[NetworkProfile, dict[str, An
     fitted_on, scored_on = pairs[0::2], pairs[1::2]
     ms = [Measurement(f"{c.model.name} {c.strategy} {c.compressor.label()} "
                       f"{c.cluster.machines}x{c.cluster.gpus_per_machine}", t,
-                      custom=_predictor(c))
+                      custom=predictor(c))
           for c, t in fitted_on]  # fmt: skip
     net = fitted_on[0][0].network.model_dump(exclude_none=True)
     result = fit(ms, net, params)

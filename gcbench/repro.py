@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
-from gcbench.calibrate import FITTABLE, Measurement, fit
+from gcbench.calibrate import FITTABLE, Measurement, fit, predictor
 from gcbench.config.loader import load_model
 from gcbench.errors import ConfigError
 
@@ -183,14 +183,7 @@ def _designated(fig: dict[str, Any], bed: dict[str, Any]) -> list[Measurement]:
     """The points a testbed is fitted on: its designated figure (COVAP Table V: one
     allreduce per DDP bucket, flat over the 64 GPUs)."""
     if fig["metric"] == "bucket_comm_ms":
-        return [
-            Measurement(
-                f"{fig['id']} bucket {i + 1}",
-                ms / 1e3,
-                ("allreduce", fig["gpus"], numel * 4.0, "inter"),
-            )  # fmt: skip
-            for i, (numel, ms) in enumerate(fig["buckets"])
-        ]
+        return _bucket_points(fig, bed)
     return [
         Measurement(
             fig["id"],
@@ -261,15 +254,22 @@ def reproduce(path: Path = PUBLISHED, only: str | None = None) -> tuple[list[Row
     return rows, fits
 
 
-def _buckets_ms(fig: dict[str, Any], net: dict[str, Any], values: dict[str, float]) -> float:
-    """A bucket_comm_ms figure as gcbench predicts it: each DDP bucket's flat allreduce."""
-    from gcbench.comm.collectives import Link, collective_s
-    from gcbench.config.models import Network
+def _bucket_points(fig: dict[str, Any], bed: dict[str, Any]) -> list[Measurement]:
+    """A bucket_comm_ms figure's points: each DDP bucket's allreduce, flat over the
+    figure's GPUs on the testbed's machines."""
+    machines = max(1, fig["gpus"] // bed.get("gpus_per_machine", 8))
+    return [
+        Measurement(f"{fig['id']} bucket {i + 1}", ms / 1e3,
+                    ("allreduce", fig["gpus"], numel * 4.0, "inter", machines))
+        for i, (numel, ms) in enumerate(fig["buckets"])
+    ]  # fmt: skip
 
-    n = Network.model_validate({**net, **values}).model_dump()
-    link = Link(n["inter_gbps"] * 1e9 / 8, n["inter_latency_us"] * 1e-6, n["inter_efficiency"])
-    return 1e3 * sum(collective_s("allreduce", numel * 4.0, fig["gpus"], link)
-                     for numel, _ in fig["buckets"])  # fmt: skip
+
+def _buckets_ms(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
+                values: dict[str, float]) -> float:  # fmt: skip
+    """A bucket_comm_ms figure as gcbench predicts it: the sum of its buckets' allreduces,
+    costed as `gcbench calibrate` costs a collective point."""
+    return 1e3 * sum(predictor(m, net)(values) for m in _bucket_points(fig, bed))
 
 
 @dataclass
@@ -300,7 +300,7 @@ def _value_of(f: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
               values: dict[str, float]) -> float:  # fmt: skip
     """The figure's value as gcbench predicts it with `values` over the testbed."""
     if f["metric"] == "bucket_comm_ms":
-        return _buckets_ms(f, net, values)
+        return _buckets_ms(f, bed, net, values)
     return predict(f, bed, values)
 
 

@@ -28,6 +28,7 @@ NETWORK_FLAGS = {
     "iteration_overhead_us": "--iteration-overhead-us",
     "bucket_overhead_us": "--bucket-overhead-us",
     "compute_jitter": "--compute-jitter",
+    "collectives": "--collectives",
 }
 # Network fields no flag sets: the profile's digest (filled in from it) and its
 # per-collective overrides (a profile file holds them).
@@ -87,6 +88,11 @@ def simulate(
     compute_jitter: Annotated[
         float | None,
         opt("--compute-jitter", "The workers' compute times' coefficient of variation (0)."),
+    ] = None,
+    collectives: Annotated[
+        str | None,
+        opt("--collectives", "How collectives are costed: ring (every size a ring) or nccl "
+            "(NCCL's algorithm and protocol for the size) (ring)."),
     ] = None,
     strategy: Annotated[
         str | None,

@@ -6,6 +6,8 @@
 - `hierarchy`: NVLink and PCIe machines, two-level allreduce with parallel inter-machine
   rings sharing the NICs, the flat ring at the slowest link, CPU-assisted aggregation.
 - `byteps`: PS push+pull over 4,096,000-byte partitions, BytePS's PS/allreduce partition.
+- `nccl`: NCCL's algorithms (ring, tree) and protocols (LL, LL128, Simple) by message
+  size, anchored to the link's numbers; the fastest runs.
 - `calibrate`: fit a link's latency and efficiency from measured (bytes, seconds) points.
 """
 
@@ -52,6 +54,9 @@ from gcbench.comm.hierarchy import (
     ring_share_link,
     slowest_link,
 )
+from gcbench.comm.nccl import MODELLED as NCCL_MODELLED
+from gcbench.comm.nccl import nccl_collective_s
+from gcbench.comm.nccl import pieces as nccl_pieces
 
 __all__ = [
     "COLLECTIVES",
@@ -82,6 +87,9 @@ __all__ = [
     "intra_allreduce_s",
     "intra_reduce_scatter_s",
     "machine_collective_s",
+    "NCCL_MODELLED",
+    "nccl_collective_s",
+    "nccl_pieces",
     "nvlink_machine",
     "pcie_machine",
     "ps_pushpull_s",

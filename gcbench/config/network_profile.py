@@ -107,6 +107,13 @@ class Network(Frozen):
     overrides: dict[LinkCollective, InterOverride] | None = Field(
         None, description="per collective: its own inter-machine efficiency and latency"
     )
+    collectives: Literal["ring", "nccl"] = Field(
+        "ring",
+        description="how a collective is costed: ring (every size a ring of the link's latency "
+        "steps and bandwidth) or nccl (the fastest of NCCL's ring and tree algorithms and its "
+        "LL, LL128 and Simple protocols for the size, scaled to the link's numbers; "
+        "`gcbench.comm.nccl`)",
+    )
     iteration_overhead_us: float = Field(
         0.0,
         ge=0,

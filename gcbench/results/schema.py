@@ -52,6 +52,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "iteration_overhead_us",
     "bucket_overhead_us",
     "compute_jitter",
+    "collectives",
     "inter_overrides",
     "device",
     "mode",

@@ -57,6 +57,7 @@ from functools import lru_cache
 from typing import Any
 
 from gcbench.comm import (
+    NCCL_MODELLED,
     PARTITION_BYTES,
     Link,
     Machine,
@@ -65,6 +66,7 @@ from gcbench.comm import (
     copy_s,
     cost_shape,
     machine_collective_s,
+    nccl_pieces,
     ps_pushpull_s,
     ring_share_link,
     slowest_link,
@@ -155,6 +157,10 @@ class Costs:
     # A fixed cost of each bucket's communication (`bucket_overhead_us`: the hook's or
     # the collective's launch and bookkeeping), added to its first phase
     bucket_overhead_s: float = 0.0
+    # How a collective is costed (`Network.collectives`): "ring", the ring of
+    # `gcbench.comm.collectives` whatever the size; "nccl", the fastest of NCCL's
+    # algorithms and protocols for the size (`gcbench.comm.nccl`)
+    collectives: str = "ring"
 
     @property
     def gpus(self) -> int:
@@ -269,7 +275,7 @@ class SimContext:
         self.cpu_speed = min(1.0, share)
         self.numel = numel
 
-        self._shapes: dict[tuple[str, str, int], tuple[float, float, float] | None] = {}
+        self._shapes: dict[tuple[str, str, int], _Shape | None] = {}
         # what an option's layout reads of the costs (`_LAYOUTS` keys by it)
         self._reads = (c.additive, c.compressor, c.splittable, self.M, self.G)
 
@@ -353,8 +359,13 @@ class SimContext:
         if shape is None:  # two-switch PCIe machine: a two-step collective
             seconds = machine_collective_s(name, nbytes, self.c.machine)
             return seconds, wire_bytes(name, nbytes, self.G)
-        a, b, w = shape
-        return (a + b * nbytes if nbytes > 0 and b else 0.0), w * nbytes
+        a, b, w, more = shape
+        if nbytes <= 0 or not b:
+            return 0.0, w * nbytes
+        seconds = a + b * nbytes
+        for a, b in more:  # NCCL's other algorithms and protocols: the fastest runs
+            seconds = min(seconds, a + b * nbytes)
+        return seconds, w * nbytes
 
     def _override(self, name: str, link: Link) -> Link:
         """The link a collective crossing machines runs on: `link`, or with the network
@@ -368,20 +379,34 @@ class SimContext:
                 )
         return link
 
-    def _shape(self, level: str, name: str, rings: int) -> tuple[float, float, float] | None:
-        n = self.n[level]
+    def _shape(self, level: str, name: str, rings: int) -> _Shape | None:
+        n, machine = self.n[level], self.c.machine
+        inter: Link | None = None
         if level == "inter":
-            link, share = self._override(name, self.ring_links[rings]), rings / self.G
+            inter = link = self._override(name, self.ring_links[rings])
+            share, machines = rings / self.G, n
         elif level == "flat" and self.M > 1:
             inter = self._override(name, self.c.inter)
-            flat = self.flat_link if inter is self.c.inter else slowest_link(self.c.machine, inter)
-            link, share = flat, 1.0
-        elif self.c.machine.switches == 1:
-            link, share = self.c.machine.intra, 1.0
+            link = self.flat_link if inter is self.c.inter else slowest_link(machine, inter)
+            share, machines = 1.0, self.M
+        elif machine.switches == 1:
+            link, share, machines = machine.intra, 1.0, 1
         else:
             return None
+        w = wire_bytes(name, 1.0, n) * share
+        if self.c.collectives == "nccl" and name in NCCL_MODELLED:
+            # every GPU of a level-"inter" ring is on its own machine: no step inside one
+            got = nccl_pieces(name, n, machines, machine.intra, inter, link,
+                              nvlink=machine.kind == "nvlink")  # fmt: skip
+            return got[0][0], got[0][1], w, got[1:]
         steps, factor = cost_shape(name, n)
-        return steps * link.latency_s, factor / link.effective_Bps, wire_bytes(name, 1.0, n) * share
+        return steps * link.latency_s, factor / link.effective_Bps, w, ()
+
+
+# A phase's cost coefficients for one (level, collective, rings): time = a + b * bytes,
+# or the least of that and the other (a, b) pieces (NCCL's algorithms and protocols);
+# mean bytes a GPU sends = w * bytes.
+_Shape = tuple[float, float, float, tuple[tuple[float, float], ...]]
 
 
 def simulate(

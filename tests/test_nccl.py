@@ -1,0 +1,128 @@
+"""NCCL's algorithms and protocols by message size (`gcbench.comm.nccl`): hand-computed
+against NCCL's own tuning model (src/graph/tuning.cc, v2.23.4), its limits against the
+ring model, and the simulator's wiring."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from gcbench.comm import Link, collective_s, nccl_collective_s, nvlink_machine
+from gcbench.comm.nccl import choice, pieces
+
+US = 1e-6
+
+
+def test_one_nvlink_machine_matches_nccls_own_model() -> None:
+    """With the link's step latency set to NCCL's ring/Simple hwLat on NVLink (3.4 us),
+    every pair's latency is NCCL's: baseLat + nsteps x hwLat. 8 GPUs, allreduce of 8 B:
+    ring/LL 6.6 + 14 x 0.6 = 15.0 us, tree/LL 6.8 + 2 x 7 x 0.6 = 15.2 us, so ring/LL,
+    plus 8 B at LL's half bus bandwidth, 2 x 7/8 x 8 B / (0.5 eta B)."""
+    intra = Link(150e9, 3.4 * US, 0.8)
+    got = nccl_collective_s("allreduce", 8.0, 8, 1, intra)
+    assert got == pytest.approx(15.0 * US + 2 * 7 / 8 * 8 / (0.5 * 120e9), rel=1e-12)
+    assert choice("allreduce", 8.0, 8, 1, intra) == "ring/LL"
+    # allgather: ring only, 7 steps; LL128 on NVLink: 14.0 + 7 x 1.9 = 27.3 us
+    lat = {p: a for p, (a, _) in zip(("LL", "LL128", "Simple"), pieces("allgather", 8, 1, intra,
+                                                                        None, intra, nvlink=True))}
+    assert lat == pytest.approx({"LL": 6.6e-6 + 7 * 0.6e-6, "LL128": 14e-6 + 7 * 1.9e-6,
+                                 "Simple": 8.4e-6 + 7 * 3.4e-6}, rel=1e-12)
+
+
+def test_across_machines_the_tree_and_the_rings_network_steps() -> None:
+    """8 machines x 8 GPUs, NVLink inside, network steps at NCCL's hwLat (14 us Simple).
+    Ring/Simple: 8.4 + (126 - 16) x max(3.4, 3 x 1 overhead) + 16 x 14 us (NCCL's
+    nInterSteps = 2 x nodes). Tree/LL: 6.8 + 2 (7 x 0.6 + 3 x 5.0) us."""
+    intra, inter = Link(150e9, 3.4 * US, 0.8), Link(12.5e9, 14 * US, 0.7)
+    got = dict(zip(["ring/LL", "tree/LL", "ring/LL128", "tree/LL128", "ring/Simple",
+                    "tree/Simple"], pieces("allreduce", 64, 8, intra, inter, inter, nvlink=True)))
+    assert got["ring/Simple"][0] == pytest.approx((8.4 + 110 * 3.4 + 16 * 14) * US, rel=1e-12)
+    assert got["tree/LL"][0] == pytest.approx((6.8 + 2 * (7 * 0.6 + 3 * 5.0)) * US, rel=1e-12)
+    assert got["ring/Simple"][1] == pytest.approx(2 * 63 / 64 / (0.7 * 12.5e9), rel=1e-12)
+    assert got["tree/Simple"][1] == pytest.approx(2 / (0.92 * 0.7 * 12.5e9), rel=1e-12)
+    assert choice("allreduce", 1e3, 64, 8, intra, inter) == "tree/LL"
+    assert choice("allreduce", 1e9, 64, 8, intra, inter) == "ring/Simple"
+
+
+def test_large_messages_cost_the_ring_plus_a_base_latency() -> None:
+    """Inside one machine Simple's ring is gcbench's ring (same steps, same bus bandwidth)
+    plus NCCL's 8.4 us base latency, and for large messages it is what NCCL runs."""
+    m = nvlink_machine(8)
+    for collective in ("allreduce", "allgather", "reduce_scatter"):
+        ring = collective_s(collective, 2e9, 8, m.intra)
+        assert nccl_collective_s(collective, 2e9, 8, 1, m.intra) == pytest.approx(
+            ring + 8.4 * US, rel=1e-12
+        )
+    # alltoall is send/receive, outside NCCL's tuning model: the ring's cost
+    assert nccl_collective_s("alltoall", 1e4, 8, 1, m.intra) == collective_s(
+        "alltoall", 1e4, 8, m.intra
+    )
+
+
+def test_small_messages_are_far_cheaper_than_the_ring_at_scale() -> None:
+    """A 4 KiB allreduce over 128 machines: the ring pays 2 x 1023 steps of 25 us (51 ms);
+    NCCL's tree 2 log2(128) network steps."""
+    intra, inter = Link(150e9, 5 * US, 0.8), Link(12.5e9, 25 * US, 0.7)
+    ring = collective_s("allreduce", 4096, 1024, inter)
+    got = nccl_collective_s("allreduce", 4096, 1024, 128, intra, inter)
+    assert ring > 50e-3 and got < 0.5e-3
+    assert choice("allreduce", 4096, 1024, 128, intra, inter).startswith("tree/")
+
+
+def test_cost_grows_with_the_size_and_never_beats_every_piece() -> None:
+    """The planner's bounds need a phase's time to grow with its size: the lower envelope
+    of increasing affine pieces does, for random links, sizes and cluster shapes."""
+    rng = random.Random(7)
+    for _ in range(300):
+        machines = rng.choice([1, 2, 3, 8, 64])
+        g = rng.choice([1, 2, 4, 8])
+        ranks = machines * g
+        if ranks < 2:
+            continue
+        intra = Link(rng.uniform(10, 500) * 1e9, rng.uniform(0, 20) * US, rng.uniform(0.1, 1))
+        inter = Link(rng.uniform(1, 400) * 1e9, rng.uniform(0, 50) * US, rng.uniform(0.1, 1))
+        name = rng.choice(["allreduce", "allgather", "reduce_scatter", "broadcast",
+                           "allgather_payload", "gather", "reduce"])
+        nvlink = rng.random() < 0.5
+        sizes = sorted(10 ** rng.uniform(0, 10) for _ in range(20))
+        times = [nccl_collective_s(name, s, ranks, machines, intra, inter, nvlink=nvlink)
+                 for s in sizes]  # fmt: skip
+        assert all(a <= b for a, b in zip(times, times[1:], strict=False))
+        got = pieces(name, ranks, machines, intra, inter,
+                     min([intra, inter][: 1 + (machines > 1)], key=lambda x: x.effective_Bps),
+                     nvlink=nvlink)  # fmt: skip
+        for s, t in zip(sizes, times, strict=True):
+            assert t == pytest.approx(min(a + b * s for a, b in got), rel=1e-12)
+        assert len(got) == (3 if nvlink else 2) * (2 if name == "allreduce" else 1)
+
+
+def test_ll128_runs_only_in_nvlink_machines() -> None:
+    link = Link(15.75e9, 5 * US, 0.8)
+    assert not any("LL128" in choice("allreduce", s, 8, 1, link, nvlink=False)
+                   for s in (10 ** e for e in range(1, 10)))  # fmt: skip
+    assert any("LL128" in choice("allreduce", s, 8, 1, link, nvlink=True)
+               for s in (2 ** e for e in range(10, 30)))  # fmt: skip
+
+
+def test_the_simulator_costs_phases_as_nccl_does() -> None:
+    """`Costs.collectives = "nccl"`: a flat allreduce phase of S bytes over 4 x 4 GPUs
+    takes `nccl_collective_s`, and a hierarchical inter phase the tree/ring over one GPU a
+    machine on its share of the NICs."""
+    from gcbench.comm import ring_share_link
+    from gcbench.sim.iteration import Costs, SimContext
+
+    m = nvlink_machine(4)
+    inter = Link(25e9, 20 * US, 0.9)
+    x = SimContext(Costs(4, 4, m, inter, collectives="nccl"), [1000])
+    ring = SimContext(Costs(4, 4, m, inter), [1000])
+    for size in (1e2, 1e5, 1e8):
+        want = nccl_collective_s("allreduce", size, 16, 4, m.intra, inter)
+        assert x.comm("flat", "allreduce", size, 4)[0] == pytest.approx(want, rel=1e-12)
+        share = ring_share_link(inter, 1, 4)
+        want = nccl_collective_s("allreduce", size, 4, 4, m.intra, share, share)
+        assert x.comm("inter", "allreduce", size, 4)[0] == pytest.approx(want, rel=1e-12)
+        assert x.comm("flat", "allreduce", size, 4)[1] == ring.comm("flat", "allreduce", size, 4)[1]
+    assert x.comm("flat", "allreduce", 1e2, 4)[0] < ring.comm("flat", "allreduce", 1e2, 4)[0] / 3
+    assert math.isclose(x.comm("flat", "allreduce", 0.0, 4)[0], 0.0)
