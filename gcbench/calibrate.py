@@ -288,8 +288,8 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
     for i, p in enumerate(points.points):
         if isinstance(p, CollectivePoint):
             label = f"points[{i}] {p.collective} {p.ranks} ranks {p.bytes:g} B"
-            out.append(Measurement(label, p.seconds,
-                                   (p.collective, p.ranks, p.bytes, p.level, p.machines)))  # fmt: skip
+            point = (p.collective, p.ranks, p.bytes, p.level, p.machines)
+            out.append(Measurement(label, p.seconds, point))
         elif isinstance(p, NcclPoint):
             from gcbench.files import read_limited
 

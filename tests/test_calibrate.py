@@ -437,7 +437,8 @@ def test_fits_give_back_what_the_points_identify(
             for name, link, level in (("allgather", inter, "inter"),
                                       ("allreduce", over, "inter"),
                                       ("allreduce", intra, "intra")):  # fmt: skip
-                ms.append(Measurement(name, collective_s(name, s, 8, link), (name, 8, s, level, None)))
+                at = (name, 8, s, level, None)
+                ms.append(Measurement(name, collective_s(name, s, 8, link), at))
         net = {"inter_gbps": 100, "intra_gbs": 150,
                "overrides": {"allreduce": {"inter_efficiency": override}}}  # fmt: skip
     r = fit(ms, net, list(truth))
