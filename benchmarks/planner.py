@@ -515,7 +515,7 @@ def naive(instances: int, seed: int) -> None:
     candidate fused and simulated whole), on `instances` random instances of 1 to 20
     tensors (`_random_instance`), each with a random fusion (ddp, tensor, fixed at 4 MB
     or 200 kB), space (the whole one or the named options), bucket candidates or not, one
-    or two passes: the plans, times and removed tensors must be the same."""
+    or two passes, collectives as rings or as NCCL runs them: the plans, times and removed tensors must be the same."""
     from gcbench.config.models import Constraints
     from gcbench.plan.space import planner_space
 
@@ -523,6 +523,7 @@ def naive(instances: int, seed: int) -> None:
     same = 0
     for _ in range(instances):
         profile, costs = _random_instance(rng, most=20)
+        costs = replace(costs, collectives=rng.choice(["ring", "nccl"]))
         fusion = rng.choice(["ddp", "tensor", "fixed:4000000", "fixed:200000"])
         space = planner_space(Constraints(space=rng.choice(["all", "named"])),
                               additive=costs.additive)  # fmt: skip
@@ -532,7 +533,7 @@ def naive(instances: int, seed: int) -> None:
         b = greedy(profile, costs, **kw)  # type: ignore[arg-type]
         same += (a.options, a.iteration_s, a.removed) == (b.options, b.iteration_s, b.removed)
     print(f"kernel planner against the naive one, {instances} random instances (seed {seed}; "
-          f"fusion, space, bucket candidates and passes drawn): the same plan, time and "
+          f"fusion, space, bucket candidates, passes and collectives drawn): the same plan, time and "
           f"removed tensors on {same} of {instances}")
 
 def main() -> None:

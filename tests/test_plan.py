@@ -708,7 +708,8 @@ def _planner_cases():
         sizes = [rng.choice([2**12, 2**16, 2**20, 2**22]) for _ in range(n)]
         profile = toy(sizes, [rng.uniform(0.1e-3, 4e-3) for _ in range(n)])
         c = cell(compressor=rng.choice(["dgc-1pct", "randomk-1pct", "efsignsgd"]),
-                 network={"inter_gbps": rng.choice([10, 25, 100])},
+                 network={"inter_gbps": rng.choice([10, 25, 100]),
+                          "collectives": "nccl" if k % 2 else "ring"},
                  cluster={"machines": rng.choice([2, 4, 8]),
                           "cpu_cores": rng.choice([2, 16])})  # fmt: skip
         out.append((f"random-{k}", profile, costs_for(c)))
