@@ -62,7 +62,7 @@ from gcbench.errors import ConfigError, first_error
 
 FITTABLE = ("inter_efficiency", "inter_latency_us", "intra_efficiency", "intra_latency_us",
             "compute_scale", "iteration_overhead_us", "bucket_overhead_us",
-            "compute_jitter")  # fmt: skip
+            "compute_jitter", "compute_contention")  # fmt: skip
 BOUNDS: dict[str, tuple[float, float]] = {
     "inter_efficiency": (0.01, 1.0),
     "intra_efficiency": (0.01, 1.0),
@@ -72,6 +72,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "iteration_overhead_us": (0.0, 1e6),
     "bucket_overhead_us": (0.0, 1e5),
     "compute_jitter": (0.0, 1.0),
+    "compute_contention": (0.0, 2.0),
 }
 METRICS = ("iteration_s", "scaling_factor", "throughput")
 MAX_POINTS_BYTES = 16 * 2**20  # a points file or an nccl-tests output
@@ -483,6 +484,8 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
             why = {"inter": "no point crosses machines", "intra": "no point uses a GPU link",
                    "compute": "no point computes", "bucket": "no point is a whole iteration",
                    "iteration": "no point is a whole iteration"}[p.split("_")[0]]  # fmt: skip
+            if p == "compute_contention":
+                why = "no point's communication overlaps its backward"
             raise ConfigError(
                 f"--fit: {p} moves no point's prediction ({why}); leave it out of --fit"
             )
@@ -492,7 +495,7 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
     exact = rings and all(m.collective is not None for m in ms) and all(
         p.split("_")[0] in levels for p in params if p != "compute_scale"
     ) and not {"compute_scale", "iteration_overhead_us", "bucket_overhead_us",
-               "compute_jitter"} & set(params)  # fmt: skip
+               "compute_jitter", "compute_contention"} & set(params)  # fmt: skip
     closed: dict[str, float] | None = None
     if exact:  # each level's points read that level's link alone: one closed form a level
         closed = {}

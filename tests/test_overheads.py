@@ -49,3 +49,54 @@ def test_defaults_change_nothing_and_each_term_costs_what_it_says():
     one = cell(machines=1, gpus=1)
     assert simulate_cell(one.model_copy(update={"network": one.network.model_copy(
         update={"compute_jitter": 0.05})})).metrics == simulate_cell(one).metrics  # fmt: skip
+
+
+def test_contention_slows_the_backward_a_collective_overlaps_and_only_that():
+    """Two tensors, each its own bucket, machines 1 Gb/s apart: t0's allreduce (64 MB,
+    ~1 s) runs through all of t1's 10 ms backward, so with contention c = 0.5 t1 takes
+    10 x 1.5 = 15 ms, exactly (phi = 1); t0, computed before any collective, is unchanged."""
+    from dataclasses import replace
+
+    from gcbench.backends.simulate import cell_profile, contended
+    from gcbench.comm import Link, nvlink_machine
+    from gcbench.sim.iteration import Costs, Plan, fuse
+    from gcbench.sim.options import PRESETS
+    from gcbench.zoo.profile import TensorProfile
+
+    base = cell_profile(cell())
+    tensors = (TensorProfile("t0", (2**24,), 2**24, "l0", 2e-3),
+               TensorProfile("t1", (256,), 256, "l1", 10e-3))  # fmt: skip
+    profile = replace(base, tensors=tensors)
+    costs = Costs(2, 1, nvlink_machine(1), Link(1e9 / 8, 25e-6, 0.7))
+    plan = Plan.uniform(fuse(profile, "tensor"), PRESETS["fp32"])
+    plain = {j.name: j for j in contended(profile, costs, plan, 0.0).jobs}
+    slowed = contended(profile, costs, plan, 0.5)
+    got = {j.name: j for j in slowed.jobs}
+    assert got["t1"].dur_s == pytest.approx(15e-3, rel=1e-9)
+    assert got["t0"].dur_s == plain["t0"].dur_s == pytest.approx(2e-3, rel=1e-12)
+    assert contended(profile, costs, plan, 0.5, keep_jobs=False).jobs == []
+
+
+def test_contention_grows_the_iteration_and_never_past_its_bound():
+    """On resnet50 over 2 x 4 GPUs at 25 Gb/s (DDP buckets overlapping backward) the
+    iteration grows with the contention, backward by at most 1 + c (all of it overlapped);
+    the CPU servers' push and pull (copy engines, host memory), overlapping backward as
+    much, slow nothing."""
+
+    def resnet(c, strategy="fp32", gpus=4, servers=0):
+        return Cell.model_validate({
+            "model": "resnet50", "compressor": "none", "strategy": strategy,
+            "network": {"inter_gbps": 25, "compute_contention": c},
+            "cluster": {"machines": 2, "gpus_per_machine": gpus,
+                        "cpu_servers": servers}})  # fmt: skip
+
+    times, computes = [], []
+    for c in (0.0, 0.25, 0.5, 1.0):
+        m = simulate_cell(resnet(c)).metrics
+        times.append(m["iteration_s"])
+        computes.append(m["compute_s"])
+    assert times == sorted(times) and times[-1] > 1.2 * times[0]
+    assert all(b <= computes[0] * (1 + c) * (1 + 1e-9)
+               for b, c in zip(computes, (0.0, 0.25, 0.5, 1.0), strict=True))  # fmt: skip
+    ps = [simulate_cell(resnet(c, "ps", 1, 2)).metrics for c in (0.0, 1.0)]
+    assert ps[0] == ps[1] and ps[0]["comm_total_s"] > 0.5 * ps[0]["compute_s"]

@@ -19,7 +19,7 @@ from gcbench import strategies
 from gcbench.comm import Link, Machine, nvlink_machine, pcie_machine
 from gcbench.config.models import Cell
 from gcbench.errors import ConfigError
-from gcbench.sim.iteration import Costs, Plan, fuse, simulate
+from gcbench.sim.iteration import Costs, Plan, Result, fuse, simulate
 from gcbench.sim.options import PRESETS, Option
 from gcbench.sim.trace import Span
 from gcbench.zoo.devices import DEVICES
@@ -118,6 +118,70 @@ def scaled_profile(profile: ModelProfile, scale: float) -> ModelProfile:
         tensors=tuple(replace(t, backward_s=t.backward_s * scale) for t in profile.tensors),
         notes=(*profile.notes, f"compute times x {scale:g} (network profile compute_scale)"),
     )
+
+
+# Rounds of `contended`'s fixed point at most; it stops earlier once the iteration moves
+# by less than a millionth.
+CONTENTION_ROUNDS = 8
+
+
+def contended(
+    profile: ModelProfile,
+    costs: Costs,
+    plan: Plan,
+    contention: float,
+    keep_jobs: bool = True,
+) -> Result:
+    """One iteration with backward slowed where GPU communication runs beside it (the
+    network profile's `compute_contention`, issue #31's GPU contention). NCCL's kernels
+    take SMs and memory bandwidth from the compute kernels beside them, so a backward
+    tensor's work goes at 1 / (1 + c) of its speed while a collective runs on the GPU (a
+    phase on the `intra` or `inter_tx` stream; not the CPU servers' push and pull, which
+    copy engines and the host do). Its time is then its uncontended work w over
+    1 - phi + phi / (1 + c), phi the fraction of it overlapped: a fixed point, since the
+    overlap moves as backward stretches; iterated from the uncontended timeline until the
+    iteration moves by less than a millionth (`CONTENTION_ROUNDS` at most). Compression
+    kernels on the compute stream are not slowed (not modelled)."""
+    result = simulate(profile, costs, plan, keep_jobs=keep_jobs or contention > 0)
+    if contention <= 0:
+        return result
+    from dataclasses import replace
+
+    index = {t.name: i for i, t in enumerate(profile.tensors)}
+    for _ in range(CONTENTION_ROUNDS):
+        busy = sorted((j.start_s, j.end_s) for j in result.jobs if j.kind == "comm"
+                      and j.stream in ("intra", "inter_tx") and ":ps" not in j.name
+                      and ":byteps" not in j.name)  # fmt: skip
+        stretch = [1.0] * len(profile.tensors)
+        for j in result.jobs:
+            if j.kind == "backward" and j.dur_s > 0 and j.name in index:
+                phi = _overlap(busy, j.start_s, j.end_s) / j.dur_s
+                stretch[index[j.name]] = 1 / (1 - phi + phi / (1 + contention))
+        slowed = replace(profile, tensors=tuple(
+            replace(t, backward_s=t.backward_s * s) for t, s in zip(profile.tensors, stretch,
+                                                                    strict=True)))  # fmt: skip
+        again = simulate(slowed, costs, plan, keep_jobs=True)
+        moved = abs(again.iteration_s - result.iteration_s)
+        result = again
+        if moved <= 1e-6 * result.iteration_s:
+            break
+    if not keep_jobs:
+        result.jobs = []
+    return result
+
+
+def _overlap(busy: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of [start, end] that the intervals `busy` (sorted by start) cover, each
+    second once."""
+    covered, reach = 0.0, start
+    for s, e in busy:
+        if s >= end:
+            break
+        s, e = max(s, reach), min(e, end)
+        if e > s:
+            covered += e - s
+            reach = e
+    return covered
 
 
 def machine_for(cell: Cell) -> Machine:
@@ -348,7 +412,8 @@ def simulate_cell(
         steps = [Step(Plan.uniform(fuse(profile, cell.fusion), option), costs)]
     else:
         steps = strategies.get(cell.strategy).build(cell, profile, costs)
-    results = [simulate(profile, s.costs, s.plan, keep_jobs=i == 0) for i, s in enumerate(steps)]
+    results = [contended(profile, s.costs, s.plan, cell.network.compute_contention, i == 0)
+               for i, s in enumerate(steps)]  # fmt: skip
     metrics = period_mean(profile, [r.metrics for r in results], [s.weight for s in steps])
     metrics["planner_s"] = steps[0].planner_s
     record = None

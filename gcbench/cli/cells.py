@@ -28,6 +28,7 @@ NETWORK_FLAGS = {
     "iteration_overhead_us": "--iteration-overhead-us",
     "bucket_overhead_us": "--bucket-overhead-us",
     "compute_jitter": "--compute-jitter",
+    "compute_contention": "--compute-contention",
     "collectives": "--collectives",
 }
 # Network fields no flag sets: the profile's digest (filled in from it) and its
@@ -88,6 +89,11 @@ def simulate(
     compute_jitter: Annotated[
         float | None,
         opt("--compute-jitter", "The workers' compute times' coefficient of variation (0)."),
+    ] = None,
+    compute_contention: Annotated[
+        float | None,
+        opt("--compute-contention", "How much slower backward runs beside a GPU "
+            "communication kernel (0)."),
     ] = None,
     collectives: Annotated[
         str | None,

@@ -674,6 +674,7 @@ class Cell(Frozen):
             "iteration_overhead_us": n.iteration_overhead_us,
             "bucket_overhead_us": n.bucket_overhead_us,
             "compute_jitter": n.compute_jitter,
+            "compute_contention": n.compute_contention,
             "collectives": n.collectives,
             "inter_overrides": None if not n.overrides else json.dumps(
                 {k: v.model_dump(exclude_none=True) for k, v in n.overrides.items()},

@@ -137,6 +137,15 @@ class Network(Frozen):
         "waits for the slowest of n, E[max] = mean x (1 + jitter x e_n), e_n the expected "
         "maximum of n standard normals; default none",
     )
+    compute_contention: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="how much slower backward computes while a GPU communication kernel "
+        "(NCCL's) runs beside it: work goes at 1 / (1 + contention) of its speed during the "
+        "overlap; default none, fitted by `gcbench calibrate --from` (a multi-GPU cell whose "
+        "communication overlaps backward, beside a one-GPU cell)",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -52,6 +52,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "iteration_overhead_us",
     "bucket_overhead_us",
     "compute_jitter",
+    "compute_contention",
     "collectives",
     "inter_overrides",
     "device",
@@ -161,7 +162,8 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
     "batch_size", "seq_len", "machines", "gpus_per_machine", "gpus", "cpu_servers",
     "cpu_cores", "cpu_gbs", "summation_gbs", "intra_gbs", "intra_latency_us", "intra_efficiency",
     "inter_gbps", "inter_latency_us", "inter_efficiency", "nics_per_machine", "server_gbps",
-    "compute_scale", "iteration_overhead_us", "bucket_overhead_us", "compute_jitter", "seed",
+    "compute_scale", "iteration_overhead_us", "bucket_overhead_us", "compute_jitter",
+    "compute_contention", "seed",
     *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit", "hardware", *CURVES)),
     "repetition", "format_version", "run_wall_s", "train_steps", "target",
 )  # fmt: skip
