@@ -37,7 +37,12 @@ caps on LL/LL128/tree bandwidth per channel and GPU generation (`llMaxBws`,
 `perChMax*Bws`), its tree correction factors for medium sizes (they make time fall as the
 size grows past some powers of two, and gcbench's planner bounds need time to grow with
 size), the ring plateau factor (x1.4-1.9 on Simple's latency across machines), channel
-counts, and NVLS, CollNet and PAT.
+counts, and NVLS, CollNet and PAT. Published two-machine sweeps reach bus bandwidths above
+their NICs' line rate at large sizes (AWS p4de 78 GB/s on 4 x 100 Gb/s, OCI 238 on 16 x
+100, AWS p5 487 on 32 x 100; `benchmarks/data/nccl-tests`): a ring cannot (each machine
+sends 2(n-1)/n of the buffer), a double binary tree over two machines sends about the
+buffer once; this model's tree takes NCCL's tuning-model bandwidth (half its bus
+bandwidth), so those points are beyond it and a fitted efficiency stops at 1.
 """
 
 from __future__ import annotations
