@@ -81,6 +81,25 @@ def test_every_mistake_on_its_own_line(tmp_path):
         assert line.startswith(f"{path}:{number}: {text}"), line
 
 
+def test_a_key_in_the_wrong_section_says_where_it_belongs(tmp_path):
+    """A real key out of place is not 'did you mean' itself: the line names its section;
+    a near miss names the key and, when it lives elsewhere, that section."""
+    text = ("name: x\nmodels: [resnet50]\nnetwork: {inter_gbps: 10}\ngrid:\n  model: resnet50\n"
+            "  network: {inter_gbps: 10, colectives: nccl, machines: 2}\n"
+            "  cluster: {machines: 2}\n")  # fmt: skip
+    path = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    assert info.value.messages == [
+        f"{path}:2: models: unknown key 'models'; did you mean 'model' (under 'grid')?",
+        f"{path}:3: network: unknown key 'network' here; it belongs under 'grid' or 'project'",
+        f"{path}:6: grid.network.colectives: unknown key 'colectives'; did you mean "
+        "'collectives'?",
+        f"{path}:6: grid.network.machines: unknown key 'machines' here; it belongs under "
+        "'cluster' or 'project'",
+    ]
+
+
 def test_nested_compressor_parameter_line(tmp_path):
     text = MISTAKES.replace("    - zipit\n", "    - {kind: topk, ratio: 3}\n")
     with pytest.raises(ConfigError) as info:

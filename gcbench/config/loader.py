@@ -217,20 +217,23 @@ _OPS = {
 }
 
 
-def _all_field_names(model: type[BaseModel]) -> set[str]:
-    """Every field name in `model` and the models it nests (for 'did you mean')."""
-    seen: set[str] = set()
-    stack = [model]
+def _all_field_names(model: type[BaseModel]) -> dict[str, list[str]]:
+    """Every field name in `model` and the models it nests, each with the keys of the
+    sections it appears in, nearest the top first ("" for `model`'s own; for 'did you
+    mean' and 'it belongs under')."""
+    seen: dict[str, list[str]] = {}
+    queue: list[tuple[type[BaseModel], str]] = [(model, "")]
     done: set[type] = set()
-    while stack:
-        m = stack.pop()
+    while queue:
+        m, home = queue.pop(0)
         if m in done:
             continue
         done.add(m)
         for name, field in m.model_fields.items():
-            seen.add(name)
+            if home not in seen.setdefault(name, []):
+                seen[name].append(home)
             for t in _nested_models(field.annotation):
-                stack.append(t)
+                queue.append((t, name))
     return seen
 
 
@@ -269,8 +272,21 @@ def message(err: Any, model: type[BaseModel] | None = None) -> str:
         msg = f"must be a finite number, got {_short(value)}"
     elif kind == "extra_forbidden" and model is not None:
         name = str(err["loc"][-1])
-        close = difflib.get_close_matches(name, sorted(_all_field_names(model)), n=1)
-        msg = f"unknown key {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+        homes = _all_field_names(model)
+        close = difflib.get_close_matches(name, sorted(homes), n=1)
+        # the section it sits in: the last key on its path that names a field (not an
+        # index, not a union's tag)
+        keys = [str(k) for k in err["loc"][:-1] if str(k) in homes]
+        here = keys[-1] if keys else ""
+        if close and close[0] == name and here not in homes[name]:  # another section's key
+            where = " or ".join(repr(h) if h else "the top" for h in homes[name])
+            msg = f"unknown key {name!r} here; it belongs under {where}"
+        elif close:
+            home = homes[close[0]]
+            under = f" (under {home[0]!r})" if here not in home and home[0] else ""
+            msg = f"unknown key {name!r}; did you mean {close[0]!r}{under}?"
+        else:
+            msg = f"unknown key {name!r}"
     elif kind == "missing":
         msg = "required key is missing"
     elif kind == "value_error":
