@@ -515,7 +515,8 @@ def naive(instances: int, seed: int) -> None:
     candidate fused and simulated whole), on `instances` random instances of 1 to 20
     tensors (`_random_instance`), each with a random fusion (ddp, tensor, fixed at 4 MB
     or 200 kB), space (the whole one or the named options), bucket candidates or not, one
-    or two passes, collectives as rings or as NCCL runs them: the plans, times and removed tensors must be the same."""
+    or two passes, collectives as rings or as NCCL runs them: the plans, times and removed
+    tensors must be the same."""
     from gcbench.config.models import Constraints
     from gcbench.plan.space import planner_space
 
@@ -533,8 +534,8 @@ def naive(instances: int, seed: int) -> None:
         b = greedy(profile, costs, **kw)  # type: ignore[arg-type]
         same += (a.options, a.iteration_s, a.removed) == (b.options, b.iteration_s, b.removed)
     print(f"kernel planner against the naive one, {instances} random instances (seed {seed}; "
-          f"fusion, space, bucket candidates, passes and collectives drawn): the same plan, time and "
-          f"removed tensors on {same} of {instances}")
+          f"fusion, space, bucket candidates, passes and collectives drawn): the same plan, "
+          f"time and removed tensors on {same} of {instances}")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -206,8 +206,8 @@ def test_the_dgx_presets_give_published_bus_bandwidths(preset, device, machines,
     one machine the figure each preset was built from (its efficiency is the fraction of
     the NVLink line rate the model's ring achieves, not of anything else); on four H100
     machines a figure it was not built from, through the NICs. The presets cost
-    collectives as NCCL does (`collectives: nccl`): there 365.1 GB/s at 8 GiB, 361.3 at 4
-    GiB (-1.1%); as a ring of 62 steps at the network's latency 356.7 and 345.3 (-5.6%)."""
+    collectives as NCCL does (`collectives: nccl`): there 365.6 GB/s at 8 GiB, 362.2 at 4
+    GiB (-1.0%); as a ring of 62 steps at the network's latency 356.7 and 345.3 (-5.6%)."""
     from gcbench.backends.simulate import costs_for
     from gcbench.config import Cell
     from gcbench.sim.iteration import SimContext
