@@ -175,7 +175,14 @@ def test_a_cell_names_its_collective_model_and_the_record_keeps_it() -> None:
     assert costs_for(nccl).collectives == "nccl" and nccl.flat()["collectives"] == "nccl"
     assert nccl.id != ring.id
     # 161 per-tensor allreduces on 32 GPUs: each pays 62 latency steps as a ring
-    assert simulate_cell(nccl).metrics["iteration_s"] < simulate_cell(ring).metrics["iteration_s"]
+    fast, slow = simulate_cell(nccl), simulate_cell(ring)
+    assert fast.metrics["iteration_s"] < slow.metrics["iteration_s"]
+    # the trace says what NCCL would run: the smallest tensors as a tree with LL, the
+    # largest as a ring with Simple
+    runs = [s.name.rsplit(" ", 1)[1] for s in sorted(
+        (s for s in fast.spans if s.kind == "comm"), key=lambda s: s.bytes)]  # fmt: skip
+    assert runs[0] == "(tree/LL)" and runs[-1] == "(ring/Simple)"
+    assert all(s.name.endswith("flat:ar") for s in slow.spans if s.kind == "comm")
 
 
 @pytest.mark.parametrize(

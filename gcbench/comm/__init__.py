@@ -55,6 +55,8 @@ from gcbench.comm.hierarchy import (
     slowest_link,
 )
 from gcbench.comm.nccl import MODELLED as NCCL_MODELLED
+from gcbench.comm.nccl import fastest as nccl_fastest
+from gcbench.comm.nccl import names as nccl_names
 from gcbench.comm.nccl import nccl_collective_s
 from gcbench.comm.nccl import pieces as nccl_pieces
 
@@ -89,6 +91,8 @@ __all__ = [
     "machine_collective_s",
     "NCCL_MODELLED",
     "nccl_collective_s",
+    "nccl_fastest",
+    "nccl_names",
     "nccl_pieces",
     "nvlink_machine",
     "pcie_machine",

@@ -180,13 +180,21 @@ def choice(
     """Which 'algorithm/protocol' NCCL's model picks for this call ('ring/Simple' ...)."""
     got = pieces(collective, ranks, machines, intra, inter, bus or _slowest(machines, intra, inter),
                  nvlink=nvlink)  # fmt: skip
-    if not got:
-        return "ring/Simple"
-    names = [
+    return fastest(got, names(collective, nvlink), nbytes)
+
+
+def names(collective: str, nvlink: bool) -> tuple[str, ...]:
+    """'algorithm/protocol' of each of `pieces`' pieces, in their order."""
+    return tuple(
         f"{alg}/{PROTOCOLS[p]}"
         for p in range(3)
         if p != 1 or nvlink
         for alg in (("ring", "tree") if collective == "allreduce" else ("ring",))
-    ]
-    best = min(range(len(got)), key=lambda i: got[i][0] + got[i][1] * nbytes)
-    return names[best]
+    )
+
+
+def fastest(got: tuple[Piece, ...], labels: tuple[str, ...], nbytes: float) -> str:
+    """The label of the piece of least time at `nbytes` (ring/Simple without pieces)."""
+    if not got:
+        return "ring/Simple"
+    return labels[min(range(len(got)), key=lambda i: got[i][0] + got[i][1] * nbytes)]

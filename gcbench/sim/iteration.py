@@ -66,6 +66,8 @@ from gcbench.comm import (
     copy_s,
     cost_shape,
     machine_collective_s,
+    nccl_fastest,
+    nccl_names,
     nccl_pieces,
     ps_pushpull_s,
     ring_share_link,
@@ -367,6 +369,16 @@ class SimContext:
             seconds = min(seconds, a + b * nbytes)
         return seconds, w * nbytes
 
+    def protocol(self, level: str, name: str, nbytes: float, rings: int) -> str:
+        """Which of NCCL's algorithm/protocol pairs `comm` costed this phase at (for
+        labels; "ring/Simple" where the phase has one cost)."""
+        shape = self._shapes.get((level, name, rings))
+        if shape is None or not shape[3]:
+            return "ring/Simple"
+        a, b, _, more = shape
+        return nccl_fastest(((a, b), *more), nccl_names(name, self.c.machine.kind == "nvlink"),
+                            nbytes)  # fmt: skip
+
     def _override(self, name: str, link: Link) -> Link:
         """The link a collective crossing machines runs on: `link`, or with the network
         profile's efficiency and latency for that collective."""
@@ -550,6 +562,8 @@ def lower(
         if h.comp and rounds > 1 and not row.rounds:
             raise _rounds_error(c.compressor, rounds, token)
         dur, sent = x.comm(level, name, size, h.rings if inter else G)
+        if label and c.collectives == "nccl":  # the trace says what NCCL would run
+            label = f"{label} ({x.protocol(level, name, size, h.rings if inter else G)})"
         steps.append(new_step((stream, "comm", dur + launch, sent, label, False)))  # waits for none
         launch = 0.0
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
