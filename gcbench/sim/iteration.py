@@ -371,9 +371,11 @@ class SimContext:
 
     def protocol(self, level: str, name: str, nbytes: float, rings: int) -> str:
         """Which of NCCL's algorithm/protocol pairs `comm` costed this phase at (for
-        labels; "ring/Simple" where the phase has one cost)."""
+        labels; alltoall is NCCL's send/receive, outside its tuning model)."""
         shape = self._shapes.get((level, name, rings))
-        if shape is None or not shape[3]:
+        if name not in NCCL_MODELLED:
+            return "send/receive"
+        if shape is None or not shape[3]:  # a two-switch PCIe machine's two-step phase
             return "ring/Simple"
         a, b, _, more = shape
         return nccl_fastest(((a, b), *more), nccl_names(name, self.c.machine.kind == "nvlink"),
