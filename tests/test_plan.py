@@ -568,8 +568,9 @@ def test_every_options_seconds_grow_with_the_buckets_size(compressor):
     """`Kernel.option_table` builds a screen table for a bucket's size rounded down (a
     grid of sizes shares tables): sound only if no stream's seconds, before or after the
     first step that waits, ever shrink as a bucket grows. Checked for every option of
-    the planner's whole space and a sample of the CPU placements, on two clusters, over
-    sizes from a thousand to 300 million elements."""
+    the planner's whole space and a sample of the CPU placements, on two clusters (one
+    also with NCCL's algorithms and protocols), over sizes from a thousand to 300 million
+    elements."""
     import numpy as np
 
     from gcbench.config.models import Constraints
@@ -578,8 +579,10 @@ def test_every_options_seconds_grow_with_the_buckets_size(compressor):
     from gcbench.sim.iteration import SimContext, lower
     from gcbench.sim.options import enumerate_options
 
-    for machines, intra in ((8, "nvlink"), (128, "pcie")):
-        c = cell(compressor=compressor, network={"intra": intra, "inter_gbps": 25},
+    for machines, intra, model in ((8, "nvlink", "ring"), (128, "pcie", "ring"),
+                                   (8, "nvlink", "nccl")):  # fmt: skip
+        c = cell(compressor=compressor,
+                 network={"intra": intra, "inter_gbps": 25, "collectives": model},
                  cluster={"machines": machines, "cpu_cores": 16})  # fmt: skip
         costs = costs_for(c)
         x = SimContext(costs, [1])
