@@ -719,17 +719,25 @@ def _located(path: Path, message: str) -> str:
 
 
 def calibrate(
-    path: Path, params: list[str], network: str | None = None, inter_gbps: float | None = None
+    path: Path,
+    params: list[str],
+    network: str | None = None,
+    inter_gbps: float | None = None,
+    collectives: str | None = None,
 ) -> NetworkProfile:
     """Fit `params` to the points of `path`; returns the network profile, with its `fit`
     report, that `gcbench calibrate --out` writes. `network` (a profile) lies under the
-    points file's network, `inter_gbps` over it."""
+    points file's network, `inter_gbps` and `collectives` over it."""
     points, base_dir = read_points(path, network)
     net = resolved_network(points.network, base_dir)
     if inter_gbps is not None:
         if not (inter_gbps > 0 and math.isfinite(inter_gbps)):
             raise ConfigError(f"--inter-gbps: must be a positive number, got {inter_gbps}")
         net["inter_gbps"] = inter_gbps
+    if collectives is not None:
+        if collectives not in ("ring", "nccl"):
+            raise ConfigError(f"--collectives: ring or nccl, got {collectives!r}")
+        net["collectives"] = collectives
     try:
         ms = measurements(points, base_dir)
         result = fit(ms, net, params)

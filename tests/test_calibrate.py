@@ -456,3 +456,18 @@ def test_fits_give_back_what_the_points_identify(
         if iterate and name in r.weak:
             continue  # (the closed form gives back even these, from exact points)
         assert r.values[name] == pytest.approx(value, rel=values), name
+
+
+def test_the_collective_model_is_chosen_on_the_command_line_and_written_down():
+    """`--collectives nccl` fits an nccl-tests output under NCCL's algorithms and
+    protocols and the profile says so (a profile keeps its meaning whatever the default);
+    the default fits rings and writes `collectives: ring`."""
+    both = ("--inter-gbps", 100, "--fit", "inter_efficiency,inter_latency_us", "--json")
+    ring = json.loads(run(FIXTURE, *both).stdout)
+    nccl = json.loads(run(FIXTURE, *both, "--collectives", "nccl").stdout)
+    assert ring["network"]["collectives"] == "ring" and nccl["network"]["collectives"] == "nccl"
+    # the fixture was made from rings (alpha 30 us): the ring fits it, NCCL's model less so
+    assert ring["fit"]["r2"] > 0.998 > 0.97 > nccl["fit"]["r2"]
+    assert ring["network"]["inter_latency_us"] == pytest.approx(30, rel=0.01)
+    bad = run(FIXTURE, "--inter-gbps", 100, "--collectives", "tree")
+    assert bad.exit_code == 2 and bad.stderr == "error: --collectives: ring or nccl, got 'tree'\n"

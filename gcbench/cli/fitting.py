@@ -36,7 +36,8 @@ def calibrate(
         typer.Option(
             "--fit",
             help="Parameters to fit, comma-separated: inter_efficiency, inter_latency_us, "
-            "intra_efficiency, intra_latency_us, compute_scale.",
+            "intra_efficiency, intra_latency_us, compute_scale, iteration_overhead_us, "
+            "bucket_overhead_us, compute_jitter, compute_contention.",
         ),
     ] = "inter_efficiency",
     network: Annotated[
@@ -53,6 +54,14 @@ def calibrate(
             "--inter-gbps",
             "The machines' line rate the points were measured at (Gbit/s), "
             "over POINTS' and --network's.",
+        ),
+    ] = None,
+    collectives: Annotated[
+        str | None,
+        opt(
+            "--collectives",
+            "How the points' collectives are costed: ring or nccl (NCCL's algorithm and "
+            "protocol for the size), over POINTS' and --network's (default ring).",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
@@ -72,7 +81,7 @@ def calibrate(
     with errors():
         if out is not None:
             check_writable(out, "--out", file=True)
-        fitted = cal.calibrate(points, params, network, inter_gbps)
+        fitted = cal.calibrate(points, params, network, inter_gbps, collectives)
         if out is not None:
             atomic_write(out, dump_network_profile(fitted).encode())
     profile = fitted.model_dump(exclude_none=True)
