@@ -287,6 +287,7 @@ def simulate(
         f"{model} · {how} · {cell.compressor.label()} · {cl.machines}x{cl.gpus_per_machine} "
         f"{n.intra} · {n.inter_gbps:g} Gbps · {cell.device}"
         + (f" · network {n.profile}" if n.profile else "")
+        + (" · NCCL's collectives" if n.collectives == "nccl" else "")
     )
     if cell.measured_ddp:
         _print_measured(m, unit)
@@ -525,6 +526,7 @@ def plan(**given: Any) -> None:
         f"{cell.model.name} · {cell.strategy} · {cell.compressor.label()} · "
         f"{cl.machines}x{cl.gpus_per_machine} {cell.network.intra} · "
         f"{cell.network.inter_gbps:g} Gbps · {cell.device}"
+        + (" · NCCL's collectives" if cell.network.collectives == "nccl" else "")
     )
     constraints = cell.constraints.label() if cell.constraints is not None else ""
     typer.echo(f"options: {constraints or 'the whole space (no constraints)'}")
