@@ -122,3 +122,16 @@ def test_scaling_shows_the_fastest_lines_first_the_rest_a_click_away(frame):
     assert len(shown) == TOP_LINES and len(hidden) == len(lines) - TOP_LINES
     assert min(t.y[-1] for t in shown) >= max(t.y[-1] for t in hidden)
     assert len({(t.line.color, t.line.dash) for t in lines}) == len(lines)
+
+
+def test_scenarios_that_differ_beyond_the_cluster_say_how_in_their_sentence(frame):
+    """Two networks alike but in their collective model: each sentence names its own, so
+    the two lines never read the same."""
+    other = frame.copy()
+    other["collectives"] = "nccl"
+    other["cell_id"] = other["cell_id"] + "-nccl"
+    both = pd.concat([frame.assign(collectives="ring"), other])
+    sentences = [e["sentence"] for e in headline(both)]
+    assert len(sentences) == 4 == len(set(sentences))
+    assert sum("(collectives as nccl)," in s for s in sentences) == 2
+    assert all("(" not in e["sentence"].split(",")[0] for e in headline(frame))

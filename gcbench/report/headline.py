@@ -18,11 +18,15 @@ from typing import Any
 import pandas as pd
 
 from gcbench.report.choices import BASELINES, SCENARIO, TIE, choice_label, plain, runnable
-from gcbench.report.labels import DERIVED, number_text, per_cell, value_text
+from gcbench.report.labels import DERIVED, describe, number_text, per_cell, value_text
 
 SAME = 1e-9  # two times closer than this are one plan's, not two answers
 __all__ = ["BASELINES", "TIE", "choice_label", "headline", "headline_html", "headline_lines",
            "runnable"]  # fmt: skip
+
+
+# What `_where` says of a scenario.
+WHERE = ("machines", "gpus_per_machine", "device", "intra", "inter_gbps")
 
 
 def _where(row: dict[str, Any]) -> str:
@@ -58,8 +62,17 @@ def headline(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[dict[st
     varying = [c for c in cols if c not in DERIVED and cells[c].astype(str).nunique() > 1]
     varying = [c for c in varying if c == "model"
                or cells.groupby("model")[c].nunique(dropna=False).max() > 1]  # fmt: skip
+    # the sentence names what else tells its scenario from the others (`On 8×8 v100
+    # nvlink at 25 Gbps (collectives as nccl),`): else two scenarios read the same
+    extra = [c for c in varying if c not in WHERE and c != "model"]
     for entry in out:
-        entry["scenario"] = {c: entry["scenario"][c] for c in varying}
+        scenario = entry["scenario"]
+        if extra:
+            where = _where(scenario)
+            also = ", ".join(describe(c, scenario[c], scenario) for c in extra)
+            sentence = entry["sentence"]
+            entry["sentence"] = sentence.replace(f"On {where},", f"On {where} ({also}),", 1)
+        entry["scenario"] = {c: scenario[c] for c in varying}
     return out
 
 

@@ -89,6 +89,12 @@ WORDS: dict[str, tuple[str, str]] = {
     "cpu_gbs": ("CPUs ", " GB/s"),
     "summation_gbs": ("summation ", " GB/s"),
     "seed": ("seed ", ""),
+    "collectives": ("collectives as ", ""),
+    "compute_contention": ("contention ", ""),
+    "compute_jitter": ("jitter ", ""),
+    "compute_scale": ("compute × ", ""),
+    "iteration_overhead_us": ("iteration + ", " µs"),
+    "bucket_overhead_us": ("bucket + ", " µs"),
 }
 
 
