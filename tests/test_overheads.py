@@ -100,3 +100,24 @@ def test_contention_grows_the_iteration_and_never_past_its_bound():
                for b, c in zip(computes, (0.0, 0.25, 0.5, 1.0), strict=True))  # fmt: skip
     ps = [simulate_cell(resnet(c, "ps", 1, 2)).metrics for c in (0.0, 1.0)]
     assert ps[0] == ps[1] and ps[0]["comm_total_s"] > 0.5 * ps[0]["compute_s"]
+
+
+def test_emulation_refuses_contention_with_the_line(tmp_path):
+    """The emulation's actors time their own timelines; contention's fixed point runs over
+    a whole cell's, so an emulated suite that sets it is refused, not silently ignored."""
+    from gcbench.config import load_suite
+    from gcbench.errors import ConfigError
+
+    path = tmp_path / "emc.yaml"
+    path.write_text("name: emc\nmode: emulate\ngrid:\n  model: [tiny-mlp]\n  strategy: [fp32]\n"
+                    "  network:\n    - {inter_gbps: 25, compute_contention: 0.2}\n"
+                    "  cluster:\n    - {machines: 2, gpus_per_machine: 1}\n")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    assert info.value.messages == [
+        f"{path}:3: grid: network 0: compute_contention: mode emulate does not apply it (its "
+        "actors time their own timelines; the fixed point runs over a whole cell's); use "
+        "mode: simulate"
+    ]
+    path.write_text(path.read_text().replace("mode: emulate", "mode: simulate"))
+    assert load_suite(path).grid.network[0].compute_contention == 0.2

@@ -337,6 +337,10 @@ class Constraints(Frozen):
 
 
 Mode = Literal["simulate", "emulate", "measure", "train"]
+_NO_CONTENTION = (
+    "compute_contention: mode emulate does not apply it (its actors time their own "
+    "timelines; the fixed point runs over a whole cell's); use mode: simulate"
+)
 
 
 def _check_train(mode: str, train: Train | None) -> None:
@@ -430,6 +434,10 @@ class Suite(Frozen):
         if isinstance(device, str):  # (a bad device is its own error)
             for model in grid.model:
                 _check_precision(model, device, measured)
+        if info.data.get("mode") == "emulate":
+            for i, network in enumerate(grid.network):
+                if network.compute_contention > 0:
+                    raise ValueError(f"network {i}: {_NO_CONTENTION}")
         return grid
 
     @field_validator("constraints")
@@ -563,10 +571,13 @@ class Cell(Frozen):
 
     @model_validator(mode="after")
     def _emulation(self) -> Cell:
-        """`clock` and `compute_time` belong to emulation."""
+        """`clock` and `compute_time` belong to emulation; GPU contention does not (its fixed
+        point runs over a whole cell's timeline, `backends.simulate.contended`)."""
         if self.mode != "emulate":
             if self.clock != "virtual" or self.compute_time != "profile":
                 raise ValueError("clock and compute_time apply to mode: emulate")
+        elif self.network.compute_contention > 0:
+            raise ValueError(f"network: {_NO_CONTENTION}")
         return self
 
     @model_validator(mode="after")
