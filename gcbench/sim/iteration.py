@@ -369,6 +369,13 @@ class SimContext:
             seconds = min(seconds, a + b * nbytes)
         return seconds, w * nbytes
 
+    def named(self, label: str, level: str, name: str, nbytes: float, rings: int) -> str:
+        """A phase's label; under `collectives: nccl` followed by what NCCL would run it
+        as (`bucket 3 flat:ar (tree/LL)`), so that a trace says."""
+        if self.c.collectives != "nccl":
+            return label
+        return f"{label} ({self.protocol(level, name, nbytes, rings)})"
+
     def protocol(self, level: str, name: str, nbytes: float, rings: int) -> str:
         """Which of NCCL's algorithm/protocol pairs `comm` costed this phase at (for
         labels; alltoall is NCCL's send/receive, outside its tuning model)."""
@@ -564,8 +571,7 @@ def lower(
         if h.comp and rounds > 1 and not row.rounds:
             raise _rounds_error(c.compressor, rounds, token)
         dur, sent = x.comm(level, name, size, h.rings if inter else G)
-        if label and c.collectives == "nccl":  # the trace says what NCCL would run
-            label = f"{label} ({x.protocol(level, name, size, h.rings if inter else G)})"
+        label = label and x.named(label, level, name, size, h.rings if inter else G)
         steps.append(new_step((stream, "comm", dur + launch, sent, label, False)))  # waits for none
         launch = 0.0
         for r in range(1, rounds if h.comp else 1):  # later rounds: compress, then send
