@@ -639,3 +639,14 @@ def test_precision_is_a_model_field_checked_against_the_device(tmp_path):
 
     with pytest.raises(ValidationError, match="measured at the precision it was run at"):
         ModelSpec.model_validate({"name": "mine", "profile": "p.json", "precision": "tf32"})
+
+
+def test_the_schema_takes_a_network_named_by_its_profile_alone():
+    """A network entry may name a profile and nothing else (its line rate comes from the
+    profile); one with neither a line rate nor a profile is still refused."""
+    validator = jsonschema.Draft202012Validator(suite_schema())
+    suite = {"name": "x", "grid": {"model": "resnet50", "cluster": {"machines": 2}}}
+    for network, ok in (({"profile": "dgx-h100-ndr"}, True), ({"inter_gbps": 25}, True),
+                        ({"intra": "nvlink"}, False)):  # fmt: skip
+        suite["grid"]["network"] = network
+        assert validator.is_valid(suite) == ok, network

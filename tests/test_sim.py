@@ -610,6 +610,7 @@ def test_simulate_cli(tmp_path):
 # models, compressors, networks and clusters at least once (not their cross product).
 PLANNED_SUITES = ("nvlink100.yaml", "pcie25.yaml")
 SLICED_SUITES = (*PLANNED_SUITES, "bytecomp.yaml")
+SLOW_SUITES = (*PLANNED_SUITES, "dgx-h100.yaml")  # seconds each: the slow pass
 
 
 def _covering(cells: list[Cell]) -> list[Cell]:
@@ -635,7 +636,7 @@ def _covering(cells: list[Cell]) -> list[Cell]:
 @pytest.mark.parametrize(
     "path",
     [
-        pytest.param(p, marks=pytest.mark.slow) if p.name in PLANNED_SUITES else p
+        pytest.param(p, marks=pytest.mark.slow) if p.name in SLOW_SUITES else p
         for p in sorted((ROOT / "suites").glob("*.yaml"))
     ],
     ids=lambda p: p.name,

@@ -119,4 +119,10 @@ def suite_schema() -> dict:
     for name, axis in list(axes.items()):
         title = axis.pop("title", name)
         axes[name] = {"title": title, "anyOf": [axis, axis["items"]]}
+    # a network that names a profile takes its line rate from it (`Network._fill`)
+    network = schema["$defs"]["Network"]
+    network["required"] = [r for r in network.get("required", []) if r != "inter_gbps"]
+    if not network["required"]:
+        del network["required"]
+    network["anyOf"] = [{"required": ["inter_gbps"]}, {"required": ["profile"]}]
     return schema
