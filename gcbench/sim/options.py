@@ -305,6 +305,16 @@ class Option:
     def __hash__(self) -> int:  # computed once: options key the planner's caches
         return self._hash
 
+    def __eq__(self, other: object) -> bool:
+        """As the dataclass compares (steps, fp16), but two different options, which the
+        planner compares often (re-fusing a candidate plan), part at their cached hashes
+        without comparing every step."""
+        if self is other:
+            return True
+        if not isinstance(other, Option):
+            return NotImplemented
+        return self._hash == other._hash and (self.steps, self.fp16) == (other.steps, other.fp16)
+
     def __str__(self) -> str:
         return self.name
 
