@@ -12,6 +12,7 @@ what each testbed was fitted on, and in-sample rows marked.
 from __future__ import annotations
 
 import html
+import json
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -268,8 +269,17 @@ def _bucket_points(fig: dict[str, Any], bed: dict[str, Any]) -> list[Measurement
 def _buckets_ms(fig: dict[str, Any], bed: dict[str, Any], net: dict[str, Any],
                 values: dict[str, float]) -> float:  # fmt: skip
     """A bucket_comm_ms figure as gcbench predicts it: the sum of its buckets' allreduces,
-    costed as `gcbench calibrate` costs a collective point."""
-    return 1e3 * sum(predictor(m, net)(values) for m in _bucket_points(fig, bed))
+    costed as `gcbench calibrate` costs a collective point. The predictors are built once
+    per figure and network (each validates the network; a scan calls this for hundreds
+    of values)."""
+    key = (fig["id"], json.dumps(net, sort_keys=True, default=str))
+    got = _BUCKET_PREDICTORS.get(key)
+    if got is None:
+        got = _BUCKET_PREDICTORS[key] = [predictor(m, net) for m in _bucket_points(fig, bed)]
+    return 1e3 * sum(f(values) for f in got)
+
+
+_BUCKET_PREDICTORS: dict[tuple[str, str], list[Callable[[dict[str, float]], float]]] = {}
 
 
 @dataclass

@@ -10,9 +10,18 @@ import random
 import pytest
 
 from gcbench.comm import Link, collective_s, nccl_collective_s, nvlink_machine
-from gcbench.comm.nccl import choice, pieces
+from gcbench.comm.nccl import fastest, names, pieces
 
 US = 1e-6
+
+
+def choice(collective, nbytes, ranks, machines, intra, inter=None, *, nvlink=True):
+    """Which 'algorithm/protocol' NCCL's model picks for this call (the bus: the slower
+    link the ring crosses)."""
+    links = [intra] + ([inter] if inter is not None and machines > 1 else [])
+    bus = min(links, key=lambda link: link.effective_Bps)
+    got = pieces(collective, ranks, machines, intra, inter, bus, nvlink=nvlink)
+    return fastest(got, names(collective, nvlink), nbytes)
 
 
 def test_one_nvlink_machine_matches_nccls_own_model() -> None:

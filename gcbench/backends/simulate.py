@@ -20,7 +20,7 @@ from gcbench.comm import Link, Machine, nvlink_machine, pcie_machine
 from gcbench.config.models import Cell
 from gcbench.errors import ConfigError
 from gcbench.sim.iteration import Costs, Plan, Result, fuse, simulate
-from gcbench.sim.options import PRESETS, Option
+from gcbench.sim.options import COLLECTIVE_TABLE, PRESETS, Option
 from gcbench.sim.trace import Span
 from gcbench.zoo.devices import DEVICES
 from gcbench.zoo.profile import ModelProfile, model_profile
@@ -148,10 +148,12 @@ def contended(
     from dataclasses import replace
 
     index = {t.name: i for i, t in enumerate(profile.tensors)}
+    # the servers' phases by their token in a job's label (`bucket 3 inter:ps*`)
+    servers = tuple(f":{c.short}" for c in COLLECTIVE_TABLE.values() if c.servers)
     for _ in range(CONTENTION_ROUNDS):
         busy = sorted((j.start_s, j.end_s) for j in result.jobs if j.kind == "comm"
-                      and j.stream in ("intra", "inter_tx") and ":ps" not in j.name
-                      and ":byteps" not in j.name)  # fmt: skip
+                      and j.stream in ("intra", "inter_tx")
+                      and not any(s in j.name for s in servers))  # fmt: skip
         stretch = [1.0] * len(profile.tensors)
         for j in result.jobs:
             if j.kind == "backward" and j.dur_s > 0 and j.name in index:

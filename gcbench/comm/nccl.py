@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 
-from gcbench.comm.collectives import SHAPES, Link
+from gcbench.comm.collectives import SHAPES, Link, collective_s
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 # baseLat (us), per call: {algorithm: (LL, LL128, Simple)}; NCCL v2.23.4 tuning.cc.
@@ -138,6 +138,7 @@ def pieces(
 
 
 def _slowest(machines: int, intra: Link, inter: Link | None) -> Link:
+    """The link a ring over `machines` machines is bound by: the slower of the two."""
     links = [intra] + ([inter] if inter is not None and machines > 1 else [])
     return min(links, key=lambda link: link.effective_Bps)
 
@@ -155,8 +156,6 @@ def nccl_collective_s(
 ) -> float:
     """Time of `collective` of `nbytes` as NCCL would run it (`pieces`); `bus` defaults to
     the slower of `intra` and `inter`. Alltoall keeps the ring cost."""
-    from gcbench.comm.collectives import collective_s
-
     if nbytes <= 0 or ranks <= 1:
         return 0.0
     bus = bus or _slowest(machines, intra, inter)
@@ -164,23 +163,6 @@ def nccl_collective_s(
         return collective_s(collective, nbytes, ranks, bus)
     got = pieces(collective, ranks, machines, intra, inter, bus, nvlink=nvlink)
     return min(a + b * nbytes for a, b in got)
-
-
-def choice(
-    collective: str,
-    nbytes: float,
-    ranks: int,
-    machines: int,
-    intra: Link,
-    inter: Link | None = None,
-    bus: Link | None = None,
-    *,
-    nvlink: bool = True,
-) -> str:
-    """Which 'algorithm/protocol' NCCL's model picks for this call ('ring/Simple' ...)."""
-    got = pieces(collective, ranks, machines, intra, inter, bus or _slowest(machines, intra, inter),
-                 nvlink=nvlink)  # fmt: skip
-    return fastest(got, names(collective, nvlink), nbytes)
 
 
 def names(collective: str, nvlink: bool) -> tuple[str, ...]:
