@@ -2,7 +2,7 @@
 
     python benchmarks/nccl_sweeps.py [--only NAME]
 
-Data: `benchmarks/data/nccl-tests/` (24 published sweeps, 8 B to 16 GiB; where each comes
+Data: `benchmarks/data/nccl-tests/` (29 published sweeps, 8 B to 16 GiB; where each comes
 from and anything odd in SOURCES.md; hosts, GPUs and whether NCCL's choice was forced in
 sweeps.yaml). Both models are fitted the same way, by `gcbench calibrate`'s own fit
 (`gcbench.calibrate.fit`, relative least squares) on the same points, two parameters each:
