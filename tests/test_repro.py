@@ -73,7 +73,7 @@ def test_reproduce_writes_its_page_and_json(tmp_path):
                                  "--out", str(tmp_path), "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
-    assert data["summary"]["out_of_sample"] == 20 and len(data["figures"]) == 33
+    assert data["summary"]["out_of_sample"] == 21 and len(data["figures"]) == 35
     page = (tmp_path / "index.html").read_text()
     assert "<script" not in page and "in sample (fitted on it)" in page
     assert "Chinese BERT" in page  # why a figure is not expressible
