@@ -196,3 +196,29 @@ def test_validate_is_quiet_on_every_shipped_suite():
         r = CliRunner().invoke(app, ["validate", str(path)])
         assert r.exit_code == 0, (path, r.output)
         assert len(r.output.strip().splitlines()) <= 3, (path, r.output)
+
+
+def test_ctrl_c_wrapped_by_a_library_is_still_an_interrupt():
+    """Ctrl-C that lands inside pydantic's serializer (a cell's id is a model_dump) comes
+    back as a PydanticSerializationError caused by KeyboardInterrupt: `gcbench run`
+    caught only KeyboardInterrupt and exited 1 with a traceback instead of 130 (seen in
+    tests/test_resume.py::test_ctrl_c_stops_cleanly, 2026-11-29)."""
+    from pydantic import BaseModel, field_serializer
+
+    from gcbench.cli.common import by_ctrl_c
+
+    class Interrupted(BaseModel):
+        x: int = 1
+
+        @field_serializer("x")
+        def _s(self, v: int) -> int:
+            raise KeyboardInterrupt
+
+    with pytest.raises(Exception) as got:
+        Interrupted().model_dump(mode="json")
+    assert not isinstance(got.value, KeyboardInterrupt) and by_ctrl_c(got.value)
+    assert by_ctrl_c(KeyboardInterrupt()) and not by_ctrl_c(ValueError("no"))
+    looped = ValueError("a cycle")
+    looped.__context__ = RuntimeError("back")
+    looped.__context__.__context__ = looped
+    assert not by_ctrl_c(looped)

@@ -21,7 +21,7 @@ import typer
 # importing a command module registers its commands on `app`, in the order of --help
 from gcbench.cli import runs, fitting, catalog, cells, choices  # noqa: F401  # isort: skip
 from gcbench.cli.cells import CLUSTER_FLAGS, NETWORK_FLAGS, NETWORK_UNFLAGGED, STRATEGY_HELP
-from gcbench.cli.common import app, print_error
+from gcbench.cli.common import app, by_ctrl_c, print_error
 
 __all__ = [
     "CLUSTER_FLAGS",
@@ -51,6 +51,11 @@ def main() -> None:
         print_error(e.format_message())
         sys.exit(e.exit_code)
     except (KeyboardInterrupt, typer.Abort):
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as e:
+        if not by_ctrl_c(e):
+            raise
         typer.echo("interrupted", err=True)
         sys.exit(130)
     # without standalone mode click returns an Exit's code, or what a command returns

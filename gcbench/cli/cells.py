@@ -371,13 +371,18 @@ def _against_baselines(cell: Any, seconds: float) -> str:
         return "without compression: no baseline fits this cell"
     parts = " · ".join(f"{label} {s * 1e3:.2f} ms" for label, s in found)
     best = min(found, key=lambda x: x[1])
-    x = best[1] / seconds
-    how = f"{x:.2f}× faster than" if x >= 1 else f"{1 / x:.2f}× slower than"
-    line = f"without compression: {parts} → {how} the best ({best[0]})"
+    line = f"without compression: {parts} → {_times(best[1] / seconds)} the best ({best[0]})"
     fp32 = dict(found).get("fp32")
     if fp32 is not None and best[0] != "fp32":
-        line += f", {fp32 / seconds:.2f}× than fp32"
+        y = fp32 / seconds  # the word again only where it differs
+        same = (y >= 1) == (best[1] >= seconds)
+        line += f", {y:.2f}× than fp32" if same else f", {_times(y)} fp32"
     return line
+
+
+def _times(x: float) -> str:
+    """`2.40× faster than` for a ratio of 2.4, `1.25× slower than` for 0.8."""
+    return f"{x:.2f}× faster than" if x >= 1 else f"{1 / x:.2f}× slower than"
 
 
 def _emulate(cell: Any) -> Any:

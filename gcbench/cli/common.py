@@ -36,6 +36,20 @@ def print_error(line: str) -> None:
     typer.echo(f"error: {line}", err=True)
 
 
+def by_ctrl_c(e: BaseException) -> bool:
+    """Whether `e` is Ctrl-C, or an error Ctrl-C caused: a KeyboardInterrupt raised inside
+    a library's callback comes back wrapped (pydantic's serializer turns one into a
+    PydanticSerializationError whose cause it is)."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        if isinstance(x, KeyboardInterrupt):
+            return True
+        seen.add(id(x))
+        x = x.__cause__ or x.__context__
+    return False
+
+
 @contextlib.contextmanager
 def errors() -> Iterator[None]:
     """Turn gcbench's errors into one line each and an exit code."""

@@ -12,7 +12,16 @@ from typing import Annotated, Any
 
 import typer
 
-from gcbench.cli.common import JSON_HELP, MAX_CELLS, app, dumps, errors, print_error, state
+from gcbench.cli.common import (
+    JSON_HELP,
+    MAX_CELLS,
+    app,
+    by_ctrl_c,
+    dumps,
+    errors,
+    print_error,
+    state,
+)
 from gcbench.cli.progress import iteration_bar, progress_bar
 from gcbench.errors import ConfigError
 
@@ -117,8 +126,8 @@ def run(
                 on_wait=lambda line: typer.echo(line, err=True),
                 on_cluster=lambda line: typer.echo(line, err=True),
             )
-        except KeyboardInterrupt:
-            if state["debug"]:
+        except BaseException as e:  # Ctrl-C, possibly wrapped by a library it interrupted
+            if not by_ctrl_c(e) or state["debug"]:
                 raise
             typer.echo(
                 "\ninterrupted: finished cells are saved; run the same command again to continue.",
