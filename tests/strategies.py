@@ -9,7 +9,7 @@ from functools import cache
 from hypothesis import strategies as st
 
 from gcbench.comm import Link, nvlink_machine, pcie_machine
-from gcbench.sim.iteration import Costs, Plan
+from gcbench.sim.iteration import Costs, Plan, zero_s
 from gcbench.sim.options import Option, enumerate_options
 from gcbench.zoo.profile import ModelProfile, TensorProfile
 
@@ -53,6 +53,7 @@ def cases(draw, max_tensors: int = 8) -> Case:
     inter = Link(draw(st.floats(1e8, 5e10)), draw(st.floats(0, 1e-4)), draw(st.floats(0.2, 1)))
     additive = draw(st.booleans())
     ratio = draw(st.floats(0.001, 0.6))
+    copies = draw(st.booleans())  # DDP's copy back out of each bucket
     costs = Costs(
         machines,
         gpus,
@@ -61,6 +62,7 @@ def cases(draw, max_tensors: int = 8) -> Case:
         nics=draw(st.integers(1, 2)),
         cpu_cores=draw(st.integers(1, 16)),
         cast_s=_affine(5e-6, 1e-11),
+        bucket_copy_s=_affine(2e-6, 1e-11) if copies else zero_s,
         compress_s=_affine(draw(st.floats(0, 1e-4)), draw(st.floats(0, 1e-9))),
         decompress_s=_affine(draw(st.floats(0, 1e-4)), draw(st.floats(0, 1e-9))),
         cpu_compress_s=_affine(draw(st.floats(0, 1e-4)), draw(st.floats(0, 2e-8))),

@@ -550,7 +550,9 @@ def test_simulate_and_plan_say_how_much_faster_than_no_compression():
     assert f"fp32 {times['fp32'] * 1e3:.2f} ms" in line
     assert f"fp32-2level {times['fp32-2level'] * 1e3:.2f} ms" in line
     best = min(times["fp32"], times["fp32-2level"])
-    assert f"{best / times['allgather-2level']:.2f}× faster than the best" in line
+    ratio = best / times["allgather-2level"]  # 25 Gbps: about even (DDP's copies both ways)
+    said = f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
+    assert f"{said} than the best" in line
     r = invoke("simulate", *args, "--strategy", "byteps", "--cpu-servers", "2")
     assert "BytePS with 2 servers" in r.stdout and "PS with 2 servers" in r.stdout
     r = invoke("plan", *args, "--compressor", "dgc-1pct", "--constraints", "space=named")

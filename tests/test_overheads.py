@@ -46,6 +46,11 @@ def test_defaults_change_nothing_and_each_term_costs_what_it_says():
     jit = simulate_cell(cell(compute_jitter=0.05))
     f = 1 + 0.05 * expected_max_normal(8)
     assert jit.metrics["compute_s"] == pytest.approx(base.metrics["compute_s"] * f, rel=1e-9)
+    # and the scaling factor sees it: its baseline is one GPU, which waits for no one
+    # (it was the jittered compute, which cancelled the jitter out)
+    ratio = jit.metrics["scaling_factor"] / base.metrics["scaling_factor"]
+    assert ratio == pytest.approx(base.metrics["iteration_s"] / jit.metrics["iteration_s"])
+    assert ratio < 1 - 1e-4
     one = cell(machines=1, gpus=1)
     assert simulate_cell(one.model_copy(update={"network": one.network.model_copy(
         update={"compute_jitter": 0.05})})).metrics == simulate_cell(one).metrics  # fmt: skip

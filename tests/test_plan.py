@@ -537,7 +537,7 @@ def test_the_longest_path_time_is_the_exact_time_and_the_screen_bounds_it(case: 
     bound at once, never passes the exact time."""
     from strategies import all_options
 
-    from gcbench.sim.kernel import Kernel
+    from gcbench.sim.kernel import COPY_BACK, Kernel
 
     kernel = Kernel(case.profile, case.costs)
     _, ck = kernel.checkpoints(case.plan)
@@ -553,10 +553,19 @@ def test_the_longest_path_time_is_the_exact_time_and_the_screen_bounds_it(case: 
         assert exact == Kernel(case.profile, case.costs).iteration_s(plan)
         assert kernel.tight(slot, plan, option) == pytest.approx(exact, rel=1e-12, abs=0)
     space = tuple(dict.fromkeys(data.draw(st.lists(st.sampled_from(pool), min_size=1))))
+    # the placeholder of DDP's copy back alone (`kernel.COPY_BACK`, greedy's first check of
+    # a run) bounds every option too, and no less than no steps at all
+    hole = list(case.plan.options)
+    hole[m] = None
+    empty = kernel.iteration_s(Plan(case.plan.buckets, hole))
+    hole[m] = COPY_BACK
+    copied = kernel.iteration_s(Plan(case.plan.buckets, hole))
+    assert copied >= empty * (1 - 1e-12)
     for option, low in zip(space, kernel.screen(slot, case.plan, space), strict=True):
         options = list(case.plan.options)
         options[m] = option
-        assert low <= kernel.resume_at(Plan(case.plan.buckets, options), slot) * (1 + 1e-12)
+        exact = kernel.resume_at(Plan(case.plan.buckets, options), slot)
+        assert low <= exact * (1 + 1e-12) and copied <= exact * (1 + 1e-12)
 
 
 @pytest.mark.parametrize(

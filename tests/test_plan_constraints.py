@@ -137,13 +137,21 @@ def test_offloading_happens_without_gpu_only():
     assert not any(op.where == "cpu" for o in gpu for op in o.ops)
 
 
-def test_the_whole_space_is_never_worse_than_the_named_options():
-    """Over a superset of options with the same start, bytecomp (which keeps the best of
-    its plan and the named uniform strategies) cannot lose."""
+def test_the_whole_space_is_never_worse_than_the_uniform_named_strategies():
+    """bytecomp keeps the best of its plan and the uniform strategies inside its space,
+    so over the whole space it never loses to a named strategy run uniformly. (It can
+    lose a little to Algorithm 1 over the named options alone: a greedy pass over a
+    superset of options need not find a better plan; the lstm here, with DDP's bucket
+    copies, 297.2 against 296.4 ms.)"""
+    from gcbench.plan.space import planner_space
+
     for model in ("lstm", "tiny-cnn"):
+        every = simulate_cell(cell(model=model)).metrics["iteration_s"]
         named = simulate_cell(cell(model=model, constraints={"space": "named"})).metrics
-        every = simulate_cell(cell(model=model)).metrics
-        assert every["iteration_s"] <= named["iteration_s"]
+        assert every <= named["iteration_s"] * 1.01
+        for option in planner_space(Constraints(space="named")).uniform:
+            uniform = simulate_cell(cell(model=model, strategy="fp32"), option).metrics
+            assert every <= uniform["iteration_s"] * (1 + 1e-9), option
 
 
 @settings(

@@ -196,7 +196,7 @@ def test_bytecomps_nvlink_figures_need_contradicting_link_efficiencies(result):
     c = fits["bytecomp-nvlink-100g"]["consistency"]
     needs = c["needs"]
     assert c["param"] == "inter_efficiency"
-    assert needs["bytecomp-t1-bert-fp32"] == pytest.approx(0.4155, rel=1e-3)  # the fit's own
+    assert needs["bytecomp-t1-bert-fp32"] == pytest.approx(0.4165, rel=1e-3)  # the fit's own
     assert needs["bytecomp-t1-gpt2-fp32"] < 0.2 and needs["bytecomp-t1-bert-gc-cpu"] is None
     assert c["best_median"] > 0.15 and c["best_worst"] >= c["best_median"]
     # the ACP-SGD testbed, for contrast: one value can meet the target

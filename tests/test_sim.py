@@ -156,10 +156,20 @@ def smoke_cell(model: str, strategy: str, machines: int, gbps: float) -> Cell:
     )
 
 
+def _ddp_copy_s(nbytes: float) -> float:
+    """DDP's copy of `nbytes` of fp32 gradients into its bucket's flat buffer or back out,
+    on a V100: read and write each byte at its memory bandwidth, one launch."""
+    from gcbench.zoo.devices import DEVICES
+
+    v100 = DEVICES["v100"]
+    return 2 * nbytes / (v100.mem_bandwidth_gbs * 1e9) + v100.kernel_overhead_us * 1e-6
+
+
 def test_smoke_cell_iteration_time_by_hand():
     """tiny-mlp, fp32, 2 machines x 4 GPUs, 10 Gbps. Its 26,122 parameters (104,488 bytes)
-    fit DDP's first 1 MiB bucket, so one ring allreduce over the 10 Gbps link (the
-    bottleneck) starts when the last gradient is ready."""
+    fit DDP's first 1 MiB bucket: each gradient copied into it as it is ready, then one
+    ring allreduce over the 10 Gbps link (the bottleneck), the copy back to the gradients
+    and the update."""
     c = smoke_cell("tiny-mlp", "fp32", 2, 10)
     p = model_profile("tiny-mlp", 16, "v100")
     assert [t.numel for t in p.tensors] == [10, 1280, 128, 16384, 128, 8192]
@@ -167,39 +177,46 @@ def test_smoke_cell_iteration_time_by_hand():
     bandwidth = 10e9 / 8 * 0.7  # line rate x inter-machine efficiency, bytes/s
     alpha = 25e-6  # inter-machine latency per ring step
     allreduce = 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / bandwidth
-    expected = p.forward_s + sum(t.backward_s for t in p.tensors) + allreduce + p.update_s
+    backward = sum(t.backward_s + _ddp_copy_s(4 * t.numel) for t in p.tensors)
+    expected = p.forward_s + backward + allreduce + _ddp_copy_s(nbytes) + p.update_s
     m = simulate_cell(c).metrics
     assert m["iteration_s"] == pytest.approx(expected, rel=1e-12)
-    assert m["comm_exposed_s"] == pytest.approx(allreduce, rel=1e-9)
+    assert m["comm_exposed_s"] == pytest.approx(allreduce + _ddp_copy_s(nbytes), rel=1e-9)
     assert m["wire_bytes"] == round(2 * 7 / 8 * nbytes)
 
 
 def test_resnet50_buckets_by_hand():
     """resnet50, fp32, 4 machines x 4 GPUs, 100 Gbps: DDP buckets (close a bucket once it
-    holds >= 1 MiB, then >= 25 MiB), each allreduced in order when its last gradient is
-    ready and the link is free."""
+    holds >= 1 MiB, then >= 25 MiB; each gradient copied into its bucket as it is ready),
+    each allreduced in order once its last gradient is in and the link is free; after
+    backward each bucket's copy back, in order, once its allreduce is done."""
     c = smoke_cell("resnet50", "fp32", 4, 100)
     p = model_profile("resnet50", 32, "v100")
     n, bandwidth, alpha = 16, 100e9 / 8 * 0.7, 25e-6
     ready, link_free, filled, cap = p.forward_s, 0.0, 0, 2**20
-    buckets = 0
+    buckets, done = 0, []
     for i, t in enumerate(p.tensors):
-        ready += t.backward_s
+        ready += t.backward_s + _ddp_copy_s(t.numel * 4)  # and its copy into the bucket
         filled += t.numel * 4
         if filled >= cap or i == len(p.tensors) - 1:
             start = max(ready, link_free)
             link_free = start + 2 * (n - 1) * alpha + 2 * (n - 1) / n * filled / bandwidth
+            done.append((link_free, filled))
             filled, cap, buckets = 0, 25 * 2**20, buckets + 1
-    expected = max(ready, link_free) + p.update_s
+    gpu = ready
+    for end, nbytes in done:
+        gpu = max(gpu, end) + _ddp_copy_s(nbytes)
+    expected = gpu + p.update_s
     m = simulate_cell(c).metrics
     assert buckets == m["buckets"] == 5
     assert m["iteration_s"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_two_level_allgather_by_hand():
-    """One bucket, 2 machines x 4 NVLink GPUs: intra reduce-scatter, the compression of
-    1/4 after backward (it waits on communication), an inter allgather of that payload on
-    4 rings sharing the NIC, one decompression, the intra allgather, the update."""
+    """One bucket, 2 machines x 4 NVLink GPUs: DDP's copy into the bucket, intra
+    reduce-scatter, the compression of 1/4 after backward (it waits on communication), an
+    inter allgather of that payload on 4 rings sharing the NIC, one decompression, the
+    intra allgather, the copy back out, the update."""
     c = rn50(
         model="tiny-mlp",
         compressor="efsignsgd",
@@ -213,10 +230,11 @@ def test_two_level_allgather_by_hand():
     rs = 3 * intra.latency_s + 3 / 4 * 4 * e / intra.effective_Bps
     ring = Link(inter.bandwidth_Bps / 4, inter.latency_s, inter.efficiency)
     ag = inter.latency_s + costs.payload_bytes(e / 4) / ring.effective_Bps
-    backward_end = p.forward_s + sum(t.backward_s for t in p.tensors)
-    t = max(backward_end + 0, backward_end) + rs  # rs starts when the bucket is ready
+    backward_end = p.forward_s + sum(t.backward_s for t in p.tensors)  # copies in included
+    t = backward_end + rs  # rs starts when the bucket is ready
     t = max(t, backward_end) + costs.compress_s(e / 4)
     t += ag + costs.decompress_s(e / 4) + rs  # intra allgather costs what rs does
+    t += _ddp_copy_s(4 * e)  # the copy back out of the bucket
     m = simulate_cell(c).metrics
     assert m["iteration_s"] == pytest.approx(t + p.update_s, rel=1e-12)
 
@@ -319,10 +337,12 @@ def test_rooted_collectives_rotate_their_root():
     root_streams = {j.stream for j in r.jobs if j.stream.startswith("root:")}
     n = len(profile.tensors)
     assert root_streams == {f"root:flat:{b % 4}" for b in range(n) if b % 4}
-    own = [j for j in r.jobs if j.stream == "compute" and j.name.startswith("bucket 0 ")]
-    assert [j.kind for j in own] == ["compress", "decompress", "compress"]  # root of bucket 0
-    other = [j for j in r.jobs if j.stream == "compute" and j.name.startswith("bucket 1 ")]
-    assert [j.kind for j in other] == ["compress", "decompress"]  # one payload from its root
+    own = [j.kind for j in r.jobs if j.stream == "compute" and j.name.startswith("bucket 0 ")]
+    # (its own root: compress, decompress the gathered payloads, compress the aggregate;
+    # then DDP's copy back out of the bucket)
+    assert own == ["compress", "decompress", "compress", "copy"]
+    other = [j.kind for j in r.jobs if j.stream == "compute" and j.name.startswith("bucket 1 ")]
+    assert other == ["compress", "decompress", "copy"]  # one payload from its root
 
 
 # --- properties over random plans -------------------------------------------------------

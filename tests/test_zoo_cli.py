@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gcbench.backends.simulate import cell_profile, simulate_cell
+from gcbench.backends.simulate import cell_profile, ddp_copy_s, simulate_cell
 from gcbench.cli import app
 from gcbench.config import expand, load_suite
 from gcbench.zoo.profile import model_profile
@@ -82,7 +82,9 @@ def test_profile_command_writes_a_file_a_suite_can_use(tmp_path):
     assert cell.model.profile == str(out) and cell.model.batch_size == 16
     p = cell_profile(cell)
     assert p.source == "measured"
-    assert p.backward_s == pytest.approx(sum(t["backward_s"] for t in data["tensors"]))
+    # the file's backward, each gradient then copied into its DDP bucket (4 GPUs)
+    copies = sum(ddp_copy_s(t.numel, cell) for t in p.tensors)
+    assert p.backward_s == pytest.approx(sum(t["backward_s"] for t in data["tensors"]) + copies)
     assert simulate_cell(cell).metrics["compute_s"] == pytest.approx(p.compute_s)
     assert (
         cell.id

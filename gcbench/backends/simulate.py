@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -55,6 +55,8 @@ __all__ = [
     "SimResult",
     "cast_s",
     "cell_profile",
+    "ddp_copies",
+    "ddp_copy_s",
     "plan_record",
     "costs_for",
     "machine_for",
@@ -72,6 +74,25 @@ def cast_s(numel: float, cell: Cell) -> float:
     return numel * 6 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
 
 
+def ddp_copies(cell: Cell) -> bool:
+    """Whether the cell's workers copy gradients between .grad and fused buckets: torch DDP
+    does, into the bucket as each gradient is ready and back after the bucket's
+    communication, unless `gradient_as_bucket_view=True` ("it avoids the overhead of
+    copying between gradients and allreduce communication buckets",
+    torch.nn.parallel.DistributedDataParallel's docs). Not on one GPU (no DDP), nor with
+    `fusion: tensor` (each gradient sent in place)."""
+    return cell.cluster.gpus > 1 and cell.fusion != "tensor"
+
+
+def ddp_copy_s(numel: float, cell: Cell) -> float:
+    """One such copy of `numel` fp32 gradients, one way: memory-bound, 4 + 4 bytes per
+    element, one kernel (torch/csrc/distributed/c10d/reducer.cpp: `copy_grad_to_bucket`
+    per gradient, `copy_bucket_to_grad` per gradient; a bucket's copy back is costed with
+    one launch, not one per gradient)."""
+    dev = DEVICES[cell.device]
+    return numel * 8 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
+
+
 def cell_profile(cell: Cell) -> ModelProfile:
     """The cell's model profile: from its profile file if it names one, else the zoo's
     FLOP-based profile on the cell's device."""
@@ -85,10 +106,20 @@ def cell_profile(cell: Cell) -> ModelProfile:
         )
     else:
         profile = model_profile(m.name, m.batch_size, cell.device, m.seq_len, m.precision)
-    scale = cell.network.compute_scale
-    if cell.network.compute_jitter and cell.cluster.gpus > 1:  # the slowest of the workers
-        scale *= 1 + cell.network.compute_jitter * expected_max_normal(cell.cluster.gpus)
-    return profile if scale == 1.0 else scaled_profile(profile, scale)
+    if cell.network.compute_scale != 1.0:
+        profile = scaled_profile(profile, cell.network.compute_scale)
+    if cell.cluster.gpus <= 1:
+        return profile
+    one = profile.compute_s  # the scaling factor's baseline: what a lone GPU computes
+    if cell.network.compute_jitter:  # the slowest of the workers
+        scale = 1 + cell.network.compute_jitter * expected_max_normal(cell.cluster.gpus)
+        profile = scaled_profile(profile, scale, "the slowest of the workers' compute")
+    if ddp_copies(cell):  # each gradient into its bucket as it becomes ready
+        profile = replace(profile, tensors=tuple(
+            replace(t, backward_s=t.backward_s + ddp_copy_s(t.numel, cell))
+            for t in profile.tensors
+        ), notes=(*profile.notes, "backward: + DDP's copy of each gradient into its bucket"))
+    return replace(profile, single_gpu_s=one)
 
 
 @lru_cache(maxsize=256)
@@ -106,17 +137,17 @@ def expected_max_normal(n: int) -> float:
     return n * total * h
 
 
-def scaled_profile(profile: ModelProfile, scale: float) -> ModelProfile:
+def scaled_profile(
+    profile: ModelProfile, scale: float, why: str = "network profile compute_scale"
+) -> ModelProfile:
     """`profile` with its forward, backward and update times multiplied by `scale` (a
     calibrated network profile's `compute_scale`, for GPUs the device table misjudges)."""
-    from dataclasses import replace
-
     return replace(
         profile,
         forward_s=profile.forward_s * scale,
         update_s=profile.update_s * scale,
         tensors=tuple(replace(t, backward_s=t.backward_s * scale) for t in profile.tensors),
-        notes=(*profile.notes, f"compute times x {scale:g} (network profile compute_scale)"),
+        notes=(*profile.notes, f"compute times x {scale:g} ({why})"),
     )
 
 
@@ -213,6 +244,8 @@ def costs_for(cell: Cell, option: Option | None = None) -> Costs:
         (n.server_gbps or n.inter_gbps) * 1e9 / 8, n.inter_latency_us * 1e-6, n.inter_efficiency
     )
     kw: dict[str, Any] = {"cast_s": lambda numel: cast_s(numel, cell)}
+    if ddp_copies(cell):
+        kw["bucket_copy_s"] = lambda numel: ddp_copy_s(numel, cell)
     compressed = (
         option.compressed
         if option is not None
@@ -486,6 +519,6 @@ def period_mean(
     gpus_samples = metrics[0]["throughput"] * metrics[0]["iteration_s"]
     out["throughput"] = gpus_samples / out["iteration_s"] if out["iteration_s"] > 0 else 0.0
     out["scaling_factor"] = (
-        profile.compute_s / out["iteration_s"] if out["iteration_s"] > 0 else 1.0
+        profile.one_gpu_s / out["iteration_s"] if out["iteration_s"] > 0 else 1.0
     )
     return out

@@ -71,7 +71,7 @@ from gcbench.sim.iteration import (
     parse_fusion,
     simulate,
 )
-from gcbench.sim.kernel import Checkpoints, Kernel
+from gcbench.sim.kernel import COPY_BACK, Checkpoints, Kernel
 from gcbench.sim.options import Option
 from gcbench.sim.timeline import no_gc
 from gcbench.zoo.profile import ModelProfile
@@ -326,8 +326,8 @@ class _Search:
             shape, at = candidate_plan(inc, lo, hi, _HOLE, self.sizes, self.rule)  # type: ignore[arg-type]
             m = shape.options.index(_HOLE, at)  # type: ignore[arg-type]
             assert fast is not None and inc.checkpoints is not None
-            empty = list(shape.options)
-            empty[m] = None
+            empty: list[Any] = list(shape.options)
+            empty[m] = COPY_BACK if fast.copies else None  # what every option ends with
             without = fast.iteration_s(Plan(shape.buckets, empty), inc.checkpoints, at, limit)
             if without > limit:
                 got = (shape, None, without)

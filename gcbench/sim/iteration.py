@@ -118,6 +118,11 @@ class Costs:
     pcie: Link = DEFAULT_PCIE  # one GPU's link to host memory
     cpu_cores: int = 16  # the machine's CPU-compression pool, shared by its GPUs
     cast_s: Callable[[float], float] = zero_s  # fp32 <-> fp16 cast on the GPU, one way
+    # A fused bucket's gradients copied back out of its flat buffer after its
+    # communication (torch DDP's reducer with gradient_as_bucket_view=False, its default;
+    # the copy in is each tensor's, in the profile's backward: `backends.simulate`); none
+    # for one GPU or per-tensor buckets
+    bucket_copy_s: Callable[[float], float] = zero_s
     compress_s: Callable[[float], float] = zero_s  # GPU, one compression
     decompress_s: Callable[[float], float] = zero_s  # GPU, one payload
     cpu_compress_s: Callable[[float], float] = zero_s  # one CPU core
@@ -498,9 +503,7 @@ def lower(
     frames: list[list[Any]] = []  # rooted sections: [level, actor, changed]
     last_compress = ("compute", 0.0, True)
     launch = c.bucket_overhead_s  # paid once, by the bucket's first phase
-    if option.fp16:
-        defer_at = _gpu_step(steps, defer_at, started, "compute", "compress",
-                             c.cast_s(elements), tag and f"{tag} cast fp16", True)  # fmt: skip
+    defer_at = _bucket_edge(steps, defer_at, False, False, c, option, elements, tag)
     for step in layout:
         if step[0]:  # an operation (`SimContext.layout` says what each field is)
             _, compress, on_gpu, place, chunks = step
@@ -590,10 +593,26 @@ def lower(
             actor = outer
     if loc == "host":
         steps.append(_copy_step(c, actor, "gpu", _bytes(h, bpe), tag))
-    if option.fp16:
-        defer_at = _gpu_step(steps, defer_at, started, "compute", "decompress",
-                             c.cast_s(elements), tag and f"{tag} cast fp32", True)  # fmt: skip
+    defer_at = _bucket_edge(steps, defer_at, started, True, c, option, elements, tag)
     return steps, (defer_at if defer_at >= 0 else len(steps))
+
+
+def _bucket_edge(steps: list[Step], defer_at: int, started: bool, end: bool, c: Costs,
+                 option: Option, elements: float, tag: str) -> int:  # fmt: skip
+    """The GPU work that opens a bucket (`end` False) or closes it (once a phase has run,
+    `started`, it waits for backward): fp16's casts, and last DDP's copy of the gradients
+    back out of the bucket's flat buffer once its future completes, in finalize_backward
+    (torch/csrc/distributed/c10d/reducer.cpp: finalize_bucket_dense; the copy in, each
+    gradient's as it becomes ready, is in the profile's backward)."""
+    if option.fp16:
+        kind, what = ("decompress", "cast fp32") if end else ("compress", "cast fp16")
+        defer_at = _gpu_step(steps, defer_at, started, "compute", kind, c.cast_s(elements),
+                             tag and f"{tag} {what}", True)  # fmt: skip
+    copy = c.bucket_copy_s(elements) if end else 0.0
+    if copy:
+        defer_at = _gpu_step(steps, defer_at, started, "compute", "copy", copy,
+                             tag and f"{tag} copy out of bucket", True)  # fmt: skip
+    return defer_at
 
 
 def _rounds_error(compressor: str, rounds: int, token: str) -> ConfigError:
@@ -690,7 +709,7 @@ def timeline_metrics(
         iteration_s=iteration_s,
         throughput=throughput,
         scaling_factor=(
-            throughput / (n * samples / profile.compute_s) if profile.compute_s > 0 else 1.0
+            throughput / (n * samples / profile.one_gpu_s) if profile.one_gpu_s > 0 else 1.0
         ),
         wire_bytes=int(round(sum(j.bytes for j in jobs))),
         sample_unit=profile.sample_unit,

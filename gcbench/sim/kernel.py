@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from gcbench.sim import bounds, paths
 from gcbench.sim.bounds import Table, per_stream
-from gcbench.sim.iteration import Costs, Plan, SimContext, lower
+from gcbench.sim.iteration import Costs, Plan, SimContext, lower, zero_s
 from gcbench.sim.options import ROOTED
 from gcbench.sim.timeline import (
     Exceeded,
@@ -44,6 +44,19 @@ from gcbench.sim.timeline import (
     lowering_key,
 )
 from gcbench.zoo.profile import ModelProfile
+
+
+class _CopyBack:
+    """A bucket's placeholder option whose steps are DDP's copy back out of the bucket
+    alone (`Costs.bucket_copy_s`), waiting for backward: every option of the bucket ends
+    with that copy after more work, so a plan with the placeholder ends no later than
+    with any option (the recurrence is monotone), and closer to them than with no steps
+    there at all (`greedy`'s first check of a run, before its slot)."""
+
+    __slots__ = ()
+
+
+COPY_BACK = _CopyBack()
 
 
 class Cached(NamedTuple):
@@ -87,6 +100,8 @@ class Kernel(Timeline):
         self.cache: dict[tuple[Any, ...], Cached] = {}
         self._seen: dict[tuple[int, ...], tuple[list[int], Any, Cached]] = {}
         self._uses: dict[Any, tuple[int, int]] = {}
+        self.copies = costs.bucket_copy_s is not zero_s  # buckets end with DDP's copy back
+        self._copy_back: dict[float, Cached] = {}
         self._by_size = (
             costs.tensor_round_bytes is None
             and costs.bucket_bytes is None
@@ -133,6 +148,8 @@ class Kernel(Timeline):
     def _steps(self, bucket: list[int], option: Any, b: int, size: float | None) -> Cached:
         """The bucket's lowered steps, the first that waits for backward, and the seconds
         of the steps from that one on, in all and per stream (`option_table` reads them)."""
+        if option is COPY_BACK:
+            return self._copied_back(bucket, size)
         key, size = self._key(bucket, option, b, size)
         hit = self.cache.get(key)
         if hit is None:
@@ -147,6 +164,8 @@ class Kernel(Timeline):
         """`_steps` for a plan without sizes of its own: a lowering is looked up first by
         `timeline.lowering_key`, without building its full key (the memo holds the bucket
         and the option: no other live object can have their ids)."""
+        if option is COPY_BACK:
+            return self._copied_back(bucket, size)
         if size is not None:
             return self._steps(bucket, option, b, size)
         seen = lowering_key(bucket, option, b)
@@ -157,6 +176,17 @@ class Kernel(Timeline):
         if len(self._seen) >= _SEEN_MAX:
             self._seen.clear()
         self._seen[seen] = (bucket, option, hit)
+        return hit
+
+    def _copied_back(self, bucket: list[int], size: float | None) -> Cached:
+        """`COPY_BACK`'s lowering for a bucket of `size` elements (its tensors' if None)."""
+        if size is None:
+            size = float(sum(self.numel[i] for i in bucket))
+        hit = self._copy_back.get(size)
+        if hit is None:
+            copy = self.costs.bucket_copy_s(size)
+            step = Step("compute", "copy", copy, 0.0, "", False)
+            hit = self._copy_back[size] = Cached((step,), 0, copy, (("compute", copy),), ())
         return hit
 
     def checkpoints(

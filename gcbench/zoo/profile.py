@@ -64,6 +64,10 @@ class ModelProfile:
     tensors: tuple[TensorProfile, ...]  # gradient-ready order: output layer first
     source: str = "flops"  # "flops" | "measured" | "imported"
     notes: tuple[str, ...] = field(default=())  # what was estimated rather than measured
+    # One GPU's iteration when this profile carries what only a worker among many pays
+    # (the slowest worker's jitter, DDP's copies into its buckets: `backends.simulate.
+    # cell_profile`); None: `compute_s`. Scaling factors divide by it.
+    single_gpu_s: float | None = None
 
     @property
     def backward_s(self) -> float:
@@ -73,6 +77,11 @@ class ModelProfile:
     def compute_s(self) -> float:
         """One GPU's iteration with no communication: forward + backward + update."""
         return self.forward_s + self.backward_s + self.update_s
+
+    @property
+    def one_gpu_s(self) -> float:
+        """One GPU's iteration, the scaling factor's baseline (`single_gpu_s`)."""
+        return self.compute_s if self.single_gpu_s is None else self.single_gpu_s
 
     @property
     def numel(self) -> int:
