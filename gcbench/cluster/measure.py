@@ -21,8 +21,9 @@ ends; the iteration is the slowest rank's. Its parts — forward (with the loss)
 GPU (read after the iteration's synchronisation: no extra host sync) and by the wall
 clock on a CPU (`_Marks`), the slowest rank's, beside the profile's predicted forward,
 backward and update. The communication's share comes from the hook's own timestamps:
-gcbench's hooks run synchronously, so the seconds inside them are exposed communication
-and compression (`comm_exposed_s`) and the rest is compute; torch's hooks (none, fp16,
+gcbench's hooks run synchronously, so the seconds inside them (the slowest rank's, like
+every part) are exposed communication and compression (`comm_exposed_s`) and the rest is
+compute; torch's hooks (none, fp16,
 bf16 and PowerSGD on NCCL) run asynchronously, so their split is not measured and those
 columns stay empty. After the last step every rank's parameter checksum is allgathered:
 the cell fails if the ranks disagree (a hook that averaged wrong).
@@ -330,7 +331,9 @@ def measured(cell: Cell, repetitions: int = 1) -> list[dict[str, Any]]:
     sync = results[0]["synchronous"]
     rows = []
     for k in range(steps)[-repetitions:]:
-        hook = max(r["hook_s"][k] for r in results) if sync else None
+        # the slowest rank's, as its parts are: another rank's hook seconds are not part
+        # of this iteration's backward (the largest over ranks exceeded it under load)
+        hook = slowest[k]["hook_s"][k] if sync else None
         rows.append({
             **{m: None for m in sim},
             **{m: sim[m] for m in ("sample_unit", "tensors", "model_mib")}, "plan_file": "",
