@@ -162,6 +162,23 @@ def test_simulate_takes_a_network_profile_and_flags_override_it(tmp_path):
     assert {p["name"] for p in json.loads(r.stdout)} == set(preset_names())
 
 
+def test_networks_is_a_table_with_each_sources_first_sentence_and_all_of_it_on_asking():
+    table = CliRunner().invoke(app, ["networks"]).stdout.splitlines()
+    assert table[0].split() == ["preset", "inside", "a", "machine", "across", "machines",
+                                "collectives"]  # fmt: skip
+    rows = {line.split()[0]: line for line in table[1:] if line and not line[0].isspace()}
+    assert set(preset_names()) <= set(rows)
+    # the defaults filled where a preset sets none; the fitted values rounded
+    assert rows["default"].split()[1:] == ["nvlink", "(device),", "5", "us,", "0.8", "-",
+                                           "ring"]  # fmt: skip
+    p3dn = rows["aws-p3dn-tcp"]
+    assert "100 Gb/s, 454 us, 0.39" in p3dn and p3dn.endswith("nccl")
+    first = table[table.index(p3dn) + 1].strip()
+    assert first.startswith("100 Gb/s Ethernet") and first.endswith("a machine.")
+    full = CliRunner().invoke(app, ["networks", "--sources"]).stdout
+    assert "inter_latency_us=453.801" in full and "Held out: the same author's 4-machine" in full
+
+
 def test_changing_the_machine_kind_drops_the_profiles_link_rate():
     """(Found in review: `{profile: bytecomp-pcie-25g, intra: nvlink}` kept PCIe's 15.75
     GB/s for NVLink.)"""

@@ -17,9 +17,13 @@ from gcbench.errors import ConfigError
 @app.command()
 def networks(
     json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    sources: Annotated[
+        bool, typer.Option("--sources", help="Each preset's values and its whole source.")
+    ] = False,
 ) -> None:
     """List the shipped network profiles (suites: `network: {profile: NAME}`; simulate:
-    --network NAME): each one's values and where they come from."""
+    --network NAME): a table of their links, each with the first sentence of where its
+    numbers come from (--sources: all of it)."""
     from gcbench.config.network_profile import preset_names, read_network_profile
 
     rows = []
@@ -29,11 +33,48 @@ def networks(
     if json_out:
         typer.echo(dumps(rows, indent=1))
         return
+    if sources:
+        for r in rows:
+            values = " ".join(f"{k}={v}" for k, v in r["network"].items())
+            extra = f" compute_scale={r['compute_scale']:g}" if r["compute_scale"] != 1 else ""
+            typer.echo(f"{r['name']}: {values}{extra}")
+            typer.echo(f"  {r['source']}")
+        return
+    typer.echo(f"{'preset':<21} {'inside a machine':<28} {'across machines':<32} collectives")
     for r in rows:
-        values = " ".join(f"{k}={v}" for k, v in r["network"].items())
-        extra = f" compute_scale={r['compute_scale']:g}" if r["compute_scale"] != 1 else ""
-        typer.echo(f"{r['name']}: {values}{extra}")
-        typer.echo(f"  {r['source']}")
+        inside, across, model = _links(r["network"])
+        typer.echo(f"{r['name']:<21} {inside:<28} {across:<32} {model}")
+        typer.echo(f"  {_first_sentence(r['source'])}")
+    typer.echo("(latency a collective step, efficiency of the line rate; the profile's other "
+               "values and each one's source: gcbench networks --sources)")  # fmt: skip
+
+
+def _links(network: dict[str, Any]) -> tuple[str, str, str]:
+    """A preset's links in words, the network model's defaults where it sets none."""
+    from gcbench.config.models import Network
+
+    def value(key: str) -> Any:
+        return network.get(key, Network.model_fields[key].default)
+
+    rate = network.get("intra_gbs")
+    inside = (f"{value('intra')} {f'{rate:g} GB/s' if rate else '(device)'}, "
+              f"{value('intra_latency_us'):.3g} us, {value('intra_efficiency'):.2g}")  # fmt: skip
+    across = "-"
+    if "inter_gbps" in network:
+        nics = value("nics_per_machine")
+        many = f" ({nics} NICs)" if nics > 1 else ""
+        across = (f"{network['inter_gbps']:g} Gb/s{many}, {value('inter_latency_us'):.3g} us, "
+                  f"{value('inter_efficiency'):.2g}")  # fmt: skip
+    return inside, across, str(value("collectives"))
+
+
+def _first_sentence(text: str, most: int = 200) -> str:
+    """`text` up to its first full stop that ends a sentence, at most `most` characters."""
+    import re
+
+    end = re.search(r"[A-Za-z0-9)]\.(\s|$)", text)
+    first = text[: end.start() + 2].strip() if end else text
+    return first if len(first) <= most else first[: most - 1].rstrip() + "…"
 
 
 @app.command()
