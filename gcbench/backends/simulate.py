@@ -68,10 +68,16 @@ __all__ = [
 ]
 
 
+def _memory_pass_s(numel: float, bytes_per_element: float, device: str) -> float:
+    """One memory-bound kernel over `numel` elements on `device`, moving
+    `bytes_per_element` each at the device's memory bandwidth, plus its launch."""
+    dev = DEVICES[device]
+    return numel * bytes_per_element / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
+
+
 def cast_s(numel: float, cell: Cell) -> float:
     """fp32 <-> fp16 cast on the GPU: memory-bound, 4 + 2 bytes per element, one kernel."""
-    dev = DEVICES[cell.device]
-    return numel * 6 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
+    return _memory_pass_s(numel, 6, cell.device)
 
 
 def ddp_copies(cell: Cell) -> bool:
@@ -89,34 +95,46 @@ def ddp_copy_s(numel: float, cell: Cell) -> float:
     element, one kernel (torch/csrc/distributed/c10d/reducer.cpp: `copy_grad_to_bucket`
     per gradient, `copy_bucket_to_grad` per gradient; a bucket's copy back is costed with
     one launch, not one per gradient)."""
-    dev = DEVICES[cell.device]
-    return numel * 8 / (dev.mem_bandwidth_gbs * 1e9) + dev.kernel_overhead_us * 1e-6
+    return _memory_pass_s(numel, 8, cell.device)
 
 
 def cell_profile(cell: Cell) -> ModelProfile:
     """The cell's model profile: from its profile file if it names one, else the zoo's
-    FLOP-based profile on the cell's device."""
-    m = cell.model
+    FLOP-based profile on the cell's device; on several GPUs, what each worker computes
+    (the slowest's jitter, DDP's copies into its buckets) with one GPU's time kept as the
+    scaling factor's baseline. The same object for the same inputs (fits time one model
+    under many networks)."""
+    m, n = cell.model, cell.network
     assert m.batch_size is not None
-    if m.profile is not None:
+    return _cell_profile(
+        m.name, m.batch_size, m.seq_len, m.precision, m.profile, m.profile_sha256,
+        cell.device, n.compute_scale, n.compute_jitter, cell.cluster.gpus, ddp_copies(cell),
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=256)
+def _cell_profile(
+    name: str, batch: int, seq_len: int | None, precision: str, path: str | None,
+    sha256: str | None, device: str, compute_scale: float, jitter: float, gpus: int,
+    copies: bool,
+) -> ModelProfile:  # fmt: skip
+    if path is not None:
         from gcbench.zoo.profile_io import file_profile
 
-        profile = file_profile(
-            m.profile, m.profile_sha256, m.name, m.batch_size, m.seq_len, cell.device
-        )
+        profile = file_profile(path, sha256, name, batch, seq_len, device)
     else:
-        profile = model_profile(m.name, m.batch_size, cell.device, m.seq_len, m.precision)
-    if cell.network.compute_scale != 1.0:
-        profile = scaled_profile(profile, cell.network.compute_scale)
-    if cell.cluster.gpus <= 1:
+        profile = model_profile(name, batch, device, seq_len, precision)
+    if compute_scale != 1.0:
+        profile = scaled_profile(profile, compute_scale)
+    if gpus <= 1:
         return profile
     one = profile.compute_s  # the scaling factor's baseline: what a lone GPU computes
-    if cell.network.compute_jitter:  # the slowest of the workers
-        scale = 1 + cell.network.compute_jitter * expected_max_normal(cell.cluster.gpus)
+    if jitter:  # the slowest of the workers
+        scale = 1 + jitter * expected_max_normal(gpus)
         profile = scaled_profile(profile, scale, "the slowest of the workers' compute")
-    if ddp_copies(cell):  # each gradient into its bucket as it becomes ready
+    if copies:  # each gradient into its bucket as it becomes ready
         profile = replace(profile, tensors=tuple(
-            replace(t, backward_s=t.backward_s + ddp_copy_s(t.numel, cell))
+            replace(t, backward_s=t.backward_s + _memory_pass_s(t.numel, 8, device))
             for t in profile.tensors
         ), notes=(*profile.notes, "backward: + DDP's copy of each gradient into its bucket"))
     return replace(profile, single_gpu_s=one)

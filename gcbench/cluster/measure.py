@@ -23,10 +23,10 @@ clock on a CPU (`_Marks`), the slowest rank's, beside the profile's predicted fo
 backward and update. The communication's share comes from the hook's own timestamps:
 gcbench's hooks run synchronously, so the seconds inside them (the slowest rank's, like
 every part) are exposed communication and compression (`comm_exposed_s`) and the rest is
-compute; torch's hooks (none, fp16,
-bf16 and PowerSGD on NCCL) run asynchronously, so their split is not measured and those
-columns stay empty. After the last step every rank's parameter checksum is allgathered:
-the cell fails if the ranks disagree (a hook that averaged wrong).
+compute; torch's hooks (none, fp16, bf16 and PowerSGD on NCCL) run asynchronously, so
+their split is not measured and those columns stay empty. After the last step every
+rank's parameter checksum is allgathered: the cell fails if the ranks disagree (a hook
+that averaged wrong).
 
 Strategies that are not a DDP hook (PS and BytePS servers, CPU offload, the planner's
 per-bucket hierarchical options) are refused by `check_cell` with the reason: emulate

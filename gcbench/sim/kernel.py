@@ -164,8 +164,6 @@ class Kernel(Timeline):
         """`_steps` for a plan without sizes of its own: a lowering is looked up first by
         `timeline.lowering_key`, without building its full key (the memo holds the bucket
         and the option: no other live object can have their ids)."""
-        if option is COPY_BACK:
-            return self._copied_back(bucket, size)
         if size is not None:
             return self._steps(bucket, option, b, size)
         seen = lowering_key(bucket, option, b)
