@@ -56,13 +56,14 @@ from pydantic import (
 )
 
 from gcbench.comm.collectives import COLLECTIVES, Link, collective_s, cost_shape
+from gcbench.comm.nccl import Protocols as NcclProtocols
 from gcbench.comm.nccl import nccl_collective_s
-from gcbench.config.network_profile import INTRA_DEFAULT_GBS, NetworkProfile
+from gcbench.config.network_profile import INTRA_DEFAULT_GBS, NCCL_PROTOCOL_FIELDS, NetworkProfile
 from gcbench.errors import ConfigError, first_error
 
 FITTABLE = ("inter_efficiency", "inter_latency_us", "intra_efficiency", "intra_latency_us",
             "compute_scale", "iteration_overhead_us", "bucket_overhead_us",
-            "compute_jitter", "compute_contention")  # fmt: skip
+            "compute_jitter", "compute_contention", *NCCL_PROTOCOL_FIELDS)  # fmt: skip
 BOUNDS: dict[str, tuple[float, float]] = {
     "inter_efficiency": (0.01, 1.0),
     "intra_efficiency": (0.01, 1.0),
@@ -73,6 +74,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "bucket_overhead_us": (0.0, 1e5),
     "compute_jitter": (0.0, 1.0),
     "compute_contention": (0.0, 2.0),
+    **dict.fromkeys(NCCL_PROTOCOL_FIELDS, (0.05, 20.0)),
 }
 METRICS = ("iteration_s", "scaling_factor", "throughput")
 MAX_POINTS_BYTES = 16 * 2**20  # a points file or an nccl-tests output
@@ -371,9 +373,11 @@ def predictor(m: Measurement, net: dict[str, Any]) -> Callable[[dict[str, float]
                             get("inter_efficiency") if eff is None else eff)  # fmt: skip
             if defaults.collectives == "nccl":  # NCCL's algorithm and protocol for the size
                 bus = link if level == "inter" and machines == ranks else None
+                protocols = NcclProtocols(*map(get, NCCL_PROTOCOL_FIELDS))
                 return nccl_collective_s(name, size, ranks, machines, intra,
                                          link if level == "inter" else None, bus,
-                                         nvlink=defaults.intra == "nvlink")  # fmt: skip
+                                         nvlink=defaults.intra == "nvlink",
+                                         protocols=protocols)  # fmt: skip
             return collective_s(name, size, ranks, link)
 
         return collective
@@ -473,19 +477,30 @@ def fit(ms: list[Measurement], net: dict[str, Any], params: list[str],
     def predict(values: dict[str, float]) -> list[float]:
         return [f(values) for f in predictors]
 
+    protocols = [p for p in params if p in NCCL_PROTOCOL_FIELDS]
+    if protocols and start_net["collectives"] != "nccl":
+        raise ConfigError(f"--fit: {protocols[0]} corrects NCCL's protocols: it needs "
+                          "collectives: nccl (--collectives nccl)")  # fmt: skip
     # A parameter that moves no prediction cannot be fitted: say so, naming it.
     for p in params:
         lo, hi = BOUNDS[p]
-        a = predict({**start, p: lo + 0.25 * (hi - lo)})
-        b = predict({**start, p: lo + 0.75 * (hi - lo)})
+        if p in NCCL_PROTOCOL_FIELDS:  # a multiple of NCCL's own value
+            a, b = predict({**start, p: 0.5}), predict({**start, p: 2.0})
+        else:
+            a = predict({**start, p: lo + 0.25 * (hi - lo)})
+            b = predict({**start, p: lo + 0.75 * (hi - lo)})
         if all(
             abs(x - y) <= 1e-12 * max(abs(x), abs(y), 1e-300) for x, y in zip(a, b, strict=True)
         ):
             why = {"inter": "no point crosses machines", "intra": "no point uses a GPU link",
                    "compute": "no point computes", "bucket": "no point is a whole iteration",
-                   "iteration": "no point is a whole iteration"}[p.split("_")[0]]  # fmt: skip
+                   "iteration": "no point is a whole iteration",
+                   "nccl": "NCCL runs another protocol at every point's size",
+                   }[p.split("_")[0]]  # fmt: skip
             if p == "compute_contention":
                 why = "no point's communication overlaps its backward"
+            if p.startswith("nccl_ll128") and start_net["intra"] != "nvlink":
+                why = "LL128 runs on NVLink machines only"
             raise ConfigError(
                 f"--fit: {p} moves no point's prediction ({why}); leave it out of --fit"
             )

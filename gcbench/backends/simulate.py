@@ -280,6 +280,7 @@ def costs_for(cell: Cell, option: Option | None = None) -> Costs:
         iteration_overhead_s=n.iteration_overhead_us * 1e-6,
         bucket_overhead_s=n.bucket_overhead_us * 1e-6,
         collectives=n.collectives,
+        nccl_protocols=n.protocols(),
         nics=n.nics_per_machine,
         pcie=pcie,
         cpu_cores=cl.cpu_cores,

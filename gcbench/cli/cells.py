@@ -31,9 +31,10 @@ NETWORK_FLAGS = {
     "compute_contention": "--compute-contention",
     "collectives": "--collectives",
 }
-# Network fields no flag sets: the profile's digest (filled in from it) and its
-# per-collective overrides (a profile file holds them).
-NETWORK_UNFLAGGED = ("profile_sha256", "overrides")
+# Network fields no flag sets: the profile's digest (filled in from it), its
+# per-collective overrides and NCCL's per-protocol corrections (a profile file holds them,
+# as `gcbench calibrate` writes them).
+NETWORK_UNFLAGGED = ("profile_sha256", "overrides", "nccl_ll_bandwidth", "nccl_ll128_bandwidth")
 CLUSTER_FLAGS = {
     "machines": "--machines",
     "gpus_per_machine": "--gpus-per-machine",

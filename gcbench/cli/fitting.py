@@ -37,7 +37,9 @@ def calibrate(
             "--fit",
             help="Parameters to fit, comma-separated: inter_efficiency, inter_latency_us, "
             "intra_efficiency, intra_latency_us, compute_scale, iteration_overhead_us, "
-            "bucket_overhead_us, compute_jitter, compute_contention.",
+            "bucket_overhead_us, compute_jitter, compute_contention; with --collectives "
+            "nccl also nccl_ll_bandwidth, nccl_ll128_bandwidth (NCCL's LL and LL128 "
+            "bandwidths, from a sweep across sizes).",
         ),
     ] = "inter_efficiency",
     network: Annotated[

@@ -54,7 +54,9 @@ from gcbench.comm.hierarchy import (
     ring_share_link,
     slowest_link,
 )
+from gcbench.comm.nccl import AS_NCCL as NCCL_AS_IS
 from gcbench.comm.nccl import MODELLED as NCCL_MODELLED
+from gcbench.comm.nccl import Protocols as NcclProtocols
 from gcbench.comm.nccl import fastest as nccl_fastest
 from gcbench.comm.nccl import names as nccl_names
 from gcbench.comm.nccl import nccl_collective_s
@@ -89,7 +91,9 @@ __all__ = [
     "intra_allreduce_s",
     "intra_reduce_scatter_s",
     "machine_collective_s",
+    "NCCL_AS_IS",
     "NCCL_MODELLED",
+    "NcclProtocols",
     "nccl_collective_s",
     "nccl_fastest",
     "nccl_names",

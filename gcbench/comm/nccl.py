@@ -31,6 +31,8 @@ fitted to a testbed (`gcbench calibrate`) still means what it says:
 - **LL128** runs only where the machine is NVLink (NCCL enables it by default only on
   NVLink-connected Volta, Ampere and Hopper GPUs); LL and Simple everywhere.
 - Alltoall is NCCL's grouped send/receive, outside this model: it keeps the ring cost.
+- **Per-protocol bandwidths** (`Protocols`): a network profile may correct LL's and
+  LL128's bus bandwidth by a factor each, fitted by `gcbench calibrate` from a sweep.
 
 Not modelled, each absorbed by a fitted eta and alpha or named as a limit: NCCL's absolute
 caps on LL/LL128/tree bandwidth per channel and GPU generation (`llMaxBws`,
@@ -48,6 +50,7 @@ bandwidth), so those points are beyond it and a fitted efficiency stops at 1.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from gcbench.comm.collectives import SHAPES, Link, collective_s
 
@@ -67,6 +70,29 @@ NET_OVERHEAD_US = 1.0
 MODELLED = frozenset(SHAPES) - {"alltoall"}
 
 Piece = tuple[float, float]  # time = a + b * S
+
+
+class Protocols(NamedTuple):
+    """Per-protocol corrections to NCCL's tuning model, fitted by `gcbench calibrate` from
+    an nccl-tests sweep across sizes (the network profile's `nccl_ll_bandwidth` and
+    `nccl_ll128_bandwidth`): LL's and LL128's bus bandwidth, each a multiple of what the
+    model above gives (Simple's is the link's own eta * B). 1: NCCL's model as it is.
+
+    Their latencies are not corrected: where LL runs (the small sizes) its latency is the
+    link's alpha as fitted, so a separate LL latency is the same parameter twice; fitted
+    on the 19 published sweeps NCCL tuned itself (`benchmarks/nccl_sweeps.py`), an LL and
+    an LL128 latency beside these bandwidths left the error between sizes as it was (6.2%
+    against 5.8% without) and made large -> small worse (30.9% -> 40.2%)."""
+
+    ll_bandwidth: float = 1.0
+    ll128_bandwidth: float = 1.0
+
+    def scale(self, p: int, a: float, b: float) -> Piece:
+        """(a, b) of protocol p's piece with its correction (p: LL 0, LL128 1, Simple 2)."""
+        return (a, b) if p == 2 else (a, b / self[p])
+
+
+AS_NCCL = Protocols()
 
 
 def _ring_share(p: int, ppn: float) -> float:
@@ -97,12 +123,14 @@ def pieces(
     bus: Link,
     *,
     nvlink: bool,
+    protocols: Protocols = AS_NCCL,
 ) -> tuple[Piece, ...]:
     """(a, b) per (algorithm, protocol) NCCL could run: `collective` over `ranks` GPUs on
     `machines` machines (ranks / machines each), GPUs inside one on `intra` (NVLink if
     `nvlink`, else PCIe), machines on `inter`; `bus` is the link whose eta * B is
-    ring/Simple's bus bandwidth (the slowest the ring crosses). The cost of a size S is
-    min(a + b * S) over the pieces; S as `gcbench.comm.collectives` reads it."""
+    ring/Simple's bus bandwidth (the slowest the ring crosses); `protocols` corrects LL's
+    and LL128's. The cost of a size S is min(a + b * S) over the pieces; S as
+    `gcbench.comm.collectives` reads it."""
     shape = SHAPES[collective]
     if ranks <= 1 or collective not in MODELLED:
         return ()
@@ -125,7 +153,7 @@ def pieces(
             intra_step = max(_step(intra, intra_hw, "ring", p), floor)
             lat = (steps - over) * intra_step + over * _step(net, "net", "ring", p)
         a = BASE_LAT_US["ring"][p] * 1e-6 + lat
-        out.append((a, factor / (_ring_share(p, ppn) * bus.effective_Bps)))
+        out.append(protocols.scale(p, a, factor / (_ring_share(p, ppn) * bus.effective_Bps)))
         if collective != "allreduce":
             continue
         # tree (double binary tree): its algorithm bandwidth is half its bus bandwidth
@@ -133,7 +161,7 @@ def pieces(
         if net is not None:
             lat += 2 * int(math.log2(machines)) * _step(net, "net", "tree", p)
         a = BASE_LAT_US["tree"][p] * 1e-6 + lat
-        out.append((a, 2 / (_tree_share(p, machines) * bus.effective_Bps)))
+        out.append(protocols.scale(p, a, 2 / (_tree_share(p, machines) * bus.effective_Bps)))
     return tuple(out)
 
 
@@ -153,6 +181,7 @@ def nccl_collective_s(
     bus: Link | None = None,
     *,
     nvlink: bool = True,
+    protocols: Protocols = AS_NCCL,
 ) -> float:
     """Time of `collective` of `nbytes` as NCCL would run it (`pieces`); `bus` defaults to
     the slower of `intra` and `inter`. Alltoall keeps the ring cost."""
@@ -161,7 +190,8 @@ def nccl_collective_s(
     bus = bus or _slowest(machines, intra, inter)
     if collective not in MODELLED:
         return collective_s(collective, nbytes, ranks, bus)
-    got = pieces(collective, ranks, machines, intra, inter, bus, nvlink=nvlink)
+    got = pieces(collective, ranks, machines, intra, inter, bus, nvlink=nvlink,
+                 protocols=protocols)
     return min(a + b * nbytes for a, b in got)
 
 

@@ -687,6 +687,8 @@ class Cell(Frozen):
             "compute_jitter": n.compute_jitter,
             "compute_contention": n.compute_contention,
             "collectives": n.collectives,
+            "nccl_ll_bandwidth": n.nccl_ll_bandwidth,
+            "nccl_ll128_bandwidth": n.nccl_ll128_bandwidth,
             "inter_overrides": None if not n.overrides else json.dumps(
                 {k: v.model_dump(exclude_none=True) for k, v in n.overrides.items()},
                 sort_keys=True,

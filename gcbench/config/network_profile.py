@@ -32,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from gcbench.comm.collectives import COLLECTIVES
+from gcbench.comm.nccl import Protocols
 from gcbench.config.fields import MAX_NICS, Efficiency, Frozen, Latency, Rate, Whole, suite_path
 from gcbench.config.loader import parse_yaml
 from gcbench.errors import ConfigError, first_error
@@ -70,6 +71,10 @@ LinkCollective = Literal[
     "reduce", "gather",
 ]  # fmt: skip
 assert set(LinkCollective.__args__) == set(COLLECTIVES)  # type: ignore[attr-defined]
+
+
+# The Network fields of `gcbench.comm.nccl.Protocols`, in its order
+NCCL_PROTOCOL_FIELDS = ("nccl_ll_bandwidth", "nccl_ll128_bandwidth")
 
 
 class Network(Frozen):
@@ -114,6 +119,18 @@ class Network(Frozen):
         "LL, LL128 and Simple protocols for the size, scaled to the link's numbers; "
         "`gcbench.comm.nccl`)",
     )
+    nccl_ll_bandwidth: float = Field(
+        1.0, gt=0, le=100,
+        description="multiplies the bus bandwidth NCCL's tuning model gives its LL protocol "
+        "(half of Simple's on a ring; `collectives: nccl` only); default 1, fitted by "
+        "`gcbench calibrate` from an nccl-tests sweep across sizes",
+    )  # fmt: skip
+    nccl_ll128_bandwidth: float = Field(
+        1.0, gt=0, le=100,
+        description="multiplies the bus bandwidth of NCCL's LL128 protocol (0.92 of Simple's "
+        "on a ring; NVLink machines; `collectives: nccl` only); default 1, fitted by "
+        "`gcbench calibrate`",
+    )  # fmt: skip
     iteration_overhead_us: float = Field(
         0.0,
         ge=0,
@@ -156,6 +173,19 @@ class Network(Frozen):
             if data.get("intra", "nvlink") == "pcie":  # NVLink's: the cell's device's
                 data = {**data, "intra_gbs": INTRA_DEFAULT_GBS["pcie"]}
         return data
+
+    @model_validator(mode="after")
+    def _protocols_need_nccl(self) -> Network:
+        if self.collectives != "nccl":
+            for name in NCCL_PROTOCOL_FIELDS:
+                if getattr(self, name) != 1.0:
+                    raise ValueError(f"{name} corrects NCCL's protocols: it needs "
+                                     "collectives: nccl")  # fmt: skip
+        return self
+
+    def protocols(self) -> Protocols:
+        """The per-protocol corrections to NCCL's model (`gcbench.comm.nccl.Protocols`)."""
+        return Protocols(*(getattr(self, name) for name in NCCL_PROTOCOL_FIELDS))
 
     def intra_rate(self, device: str | None = None) -> float:
         """GB/s per GPU inside a machine: as given, else the default of its kind (for

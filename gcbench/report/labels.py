@@ -90,6 +90,8 @@ WORDS: dict[str, tuple[str, str]] = {
     "summation_gbs": ("summation ", " GB/s"),
     "seed": ("seed ", ""),
     "collectives": ("collectives as ", ""),
+    "nccl_ll_bandwidth": ("LL bandwidth × ", ""),
+    "nccl_ll128_bandwidth": ("LL128 bandwidth × ", ""),
     "compute_contention": ("contention ", ""),
     "compute_jitter": ("jitter ", ""),
     "compute_scale": ("compute × ", ""),

@@ -54,6 +54,8 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "compute_jitter",
     "compute_contention",
     "collectives",
+    "nccl_ll_bandwidth",
+    "nccl_ll128_bandwidth",
     "inter_overrides",
     "device",
     "mode",
@@ -163,7 +165,7 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
     "cpu_cores", "cpu_gbs", "summation_gbs", "intra_gbs", "intra_latency_us", "intra_efficiency",
     "inter_gbps", "inter_latency_us", "inter_efficiency", "nics_per_machine", "server_gbps",
     "compute_scale", "iteration_overhead_us", "bucket_overhead_us", "compute_jitter",
-    "compute_contention", "seed",
+    "compute_contention", "nccl_ll_bandwidth", "nccl_ll128_bandwidth", "seed",
     *(m for m in METRIC_COLUMNS if m not in ("plan_file", "sample_unit", "hardware", *CURVES)),
     "repetition", "format_version", "run_wall_s", "train_steps", "target",
 )  # fmt: skip

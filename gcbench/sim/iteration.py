@@ -57,10 +57,12 @@ from functools import lru_cache
 from typing import Any
 
 from gcbench.comm import (
+    NCCL_AS_IS,
     NCCL_MODELLED,
     PARTITION_BYTES,
     Link,
     Machine,
+    NcclProtocols,
     byteps_s,
     byteps_wire_bytes,
     copy_s,
@@ -168,6 +170,8 @@ class Costs:
     # `gcbench.comm.collectives` whatever the size; "nccl", the fastest of NCCL's
     # algorithms and protocols for the size (`gcbench.comm.nccl`)
     collectives: str = "ring"
+    # Under "nccl": the network profile's corrections to its LL and LL128 protocols
+    nccl_protocols: NcclProtocols = NCCL_AS_IS
 
     @property
     def gpus(self) -> int:
@@ -423,7 +427,8 @@ class SimContext:
         if self.c.collectives == "nccl" and name in NCCL_MODELLED:
             # every GPU of a level-"inter" ring is on its own machine: no step inside one
             got = nccl_pieces(name, n, machines, machine.intra, inter, link,
-                              nvlink=machine.kind == "nvlink")  # fmt: skip
+                              nvlink=machine.kind == "nvlink",
+                              protocols=self.c.nccl_protocols)  # fmt: skip
             return got[0][0], got[0][1], w, got[1:]
         steps, factor = cost_shape(name, n)
         return steps * link.latency_s, factor / link.effective_Bps, w, ()
