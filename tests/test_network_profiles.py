@@ -156,8 +156,14 @@ def test_simulate_takes_a_network_profile_and_flags_override_it(tmp_path):
     bad = write(tmp_path, "bad.yaml", "name: x\nsource: y\nnetwork: {inter_gbs: 4}\n")
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--network", str(bad)])
     assert r.exit_code == 2 and r.stderr.startswith(f"error: --network: {bad}: network:")
+    r = CliRunner().invoke(app, ["simulate", "--model", "resnet50", "--machines", "2"])
+    assert r.exit_code == 2 and r.stderr == (
+        "error: --inter-gbps: required across machines (or --network with a profile that "
+        "gives it)\n"
+    )
+    # one machine has no link between machines: nothing to ask for
     r = CliRunner().invoke(app, ["simulate", "--model", "resnet50"])
-    assert r.exit_code == 2 and r.stderr == "error: --inter-gbps: required\n"
+    assert r.exit_code == 0 and "1x8 nvlink · v100" in r.stdout and "Gbps" not in r.stdout
     r = CliRunner().invoke(app, ["networks", "--json"])
     assert {p["name"] for p in json.loads(r.stdout)} == set(preset_names())
 

@@ -66,7 +66,8 @@ def simulate(
         float | None,
         opt(
             "--inter-gbps",
-            "Gbit/s per machine between machines (required unless --network gives it).",
+            "Gbit/s per machine between machines (required with --machines above 1 unless "
+            "--network gives it).",
         ),
     ] = None,
     network: Annotated[
@@ -286,7 +287,7 @@ def simulate(
     n, cl = cell.network, cell.cluster  # as the cell has them (a --network fills flags left out)
     typer.echo(
         f"{model} · {how} · {cell.compressor.label()} · {cl.machines}x{cl.gpus_per_machine} "
-        f"{n.intra} · {n.inter_gbps:g} Gbps · {cell.device}"
+        f"{n.intra} · {_between(cell)}{cell.device}"
         + (f" · network {n.profile}" if n.profile else "")
         + (" · NCCL's collectives" if n.collectives == "nccl" else "")
     )
@@ -421,6 +422,18 @@ def _write_trace(path: Path, cell: Any, spans: Any) -> None:
     atomic_write(path, dumps(data).encode())
 
 
+# `--inter-gbps` of a one-machine cell given none: a stand-in no cost reads (one machine
+# has no link between machines), so that `gcbench simulate --model resnet50` just runs
+ONE_MACHINE_GBPS = 100.0
+
+
+def _between(cell: Any) -> str:
+    """The header's link between machines ("" for one machine: there is none)."""
+    if cell.cluster.machines == 1:
+        return ""
+    return f"{cell.network.inter_gbps:g} Gbps · "
+
+
 def _flags_cell(given: dict[str, Any]) -> Any:
     """The Cell that `simulate`'s (and `plan`'s) flags describe; ConfigError naming the
     flag of each mistake."""
@@ -445,6 +458,9 @@ def _flags_cell(given: dict[str, Any]) -> Any:
     found = strategies.find(strategy) if strategy else None
     if compressor is None and found is not None:
         chosen_compressor = strategies.pair_compressor(found.name, NoneSpec(kind="none"))[0]
+    net = pick(NETWORK_FLAGS)
+    if given["machines"] == 1 and "inter_gbps" not in net and "profile" not in net:
+        net["inter_gbps"] = ONE_MACHINE_GBPS  # no link between machines to cost
     try:
         return Cell.model_validate(
             {
@@ -453,7 +469,7 @@ def _flags_cell(given: dict[str, Any]) -> Any:
                 "strategy": strategy,
                 "fusion": given["fusion"],
                 "device": given["device"],
-                "network": pick(NETWORK_FLAGS),
+                "network": net,
                 "cluster": pick(CLUSTER_FLAGS),
                 "compressor_costs": (
                     None if given["compressor_costs"] is None else str(given["compressor_costs"])
@@ -469,6 +485,8 @@ def _flags_cell(given: dict[str, Any]) -> Any:
         for err in e.errors():
             flag = _cell_flag(err["loc"], err["msg"])
             text = "required" if err["type"] == "missing" else message(err, Cell)
+            if flag == "--inter-gbps" and err["type"] == "missing":
+                text = "required across machines (or --network with a profile that gives it)"
             lines.append(f"{flag}: {text.removeprefix(flag[2:].replace('-', '_') + ': ')}")
         raise ConfigError(lines) from None
 
@@ -531,7 +549,7 @@ def plan(**given: Any) -> None:
     typer.echo(
         f"{cell.model.name} · {cell.strategy} · {cell.compressor.label()} · "
         f"{cl.machines}x{cl.gpus_per_machine} {cell.network.intra} · "
-        f"{cell.network.inter_gbps:g} Gbps · {cell.device}"
+        f"{_between(cell)}{cell.device}"
         + (" · NCCL's collectives" if cell.network.collectives == "nccl" else "")
     )
     constraints = cell.constraints.label() if cell.constraints is not None else ""
