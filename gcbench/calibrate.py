@@ -58,6 +58,7 @@ from pydantic import (
 from gcbench.comm.collectives import COLLECTIVES, Link, collective_s, cost_shape
 from gcbench.comm.nccl import Protocols as NcclProtocols
 from gcbench.comm.nccl import nccl_collective_s
+from gcbench.comm.nccl_tests import MIN_MEASURED, is_nccl_output, parse_nccl_tests
 from gcbench.config.network_profile import INTRA_DEFAULT_GBS, NCCL_PROTOCOL_FIELDS, NetworkProfile
 from gcbench.errors import ConfigError, first_error
 
@@ -78,9 +79,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 METRICS = ("iteration_s", "scaling_factor", "throughput")
 MAX_POINTS_BYTES = 16 * 2**20  # a points file or an nccl-tests output
-# The least measured value a point may hold (a nanosecond; a fit weighs each point by
-# 1/value², which a smaller one overflows)
-MIN_MEASURED = 1e-9
 NEED_INTER_GBPS = (
     "network: inter_gbps: give the line rate the inter-machine timings were measured at "
     "(POINTS' network: {inter_gbps: ...}, or --inter-gbps)"
@@ -186,89 +184,6 @@ class PointsFile(BaseModel):
     points: list[AnyPoint] = Field(min_length=1)
 
 
-# --------------------------------------------------------------------------- nccl-tests
-
-# nccl-tests' size is the whole buffer: a gather table has allgather's shape (every rank's
-# share reaches one root, (n-1)/n of the buffer); sendrecv, scatter and hypercube are not
-# collectives gcbench models.
-_COLLECTIVE_OF = {"all_reduce": "allreduce", "all_gather": "allgather",
-                  "reduce_scatter": "reduce_scatter", "alltoall": "alltoall",
-                  "broadcast": "broadcast", "reduce": "reduce", "gather": "allgather"}  # fmt: skip
-
-
-@dataclass
-class NcclRun:
-    collective: str | None
-    ranks: int | None
-    hosts: int
-    points: list[tuple[float, float]]  # (bytes, out-of-place seconds)
-
-
-def is_nccl_output(text: str) -> bool:
-    return bool(re.search(r"^#\s+size\s+count\s+type", text, re.M))
-
-
-def parse_nccl_tests(text: str, where: str) -> NcclRun:
-    """The out-of-place (bytes, seconds) rows of an nccl-tests `*_perf` output, its ranks
-    (one `#  Rank` line each) and hosts, and the collective its header names."""
-    names: list[str] | None = None
-    points: list[tuple[float, float]] = []
-    ranks, hosts = 0, set()
-    collective = None
-    started = 0  # the first line of the run (its settings, its name or its header)
-    for number, line in enumerate(text.splitlines(), start=1):
-        if re.match(r"#\s*(Collective test starting|nThread|\s*size\s+count)", line):
-            if points:  # another run after this one's rows (`cat a.txt b.txt`)
-                raise ConfigError(
-                    f"{where}:{number}: two nccl-tests runs in one file (the first from "
-                    f"line {started}); give each run a file of its own"
-                )
-            started = started or number
-        if m := re.match(r"#\s*Collective test starting:\s*(\w+?)_perf", line):
-            collective = _COLLECTIVE_OF.get(m.group(1))
-            if collective is None:
-                raise ConfigError(
-                    f"{where}:{number}: {m.group(1)}_perf: gcbench models "
-                    f"{', '.join(t + '_perf' for t in _COLLECTIVE_OF)}"
-                )
-        elif m := re.match(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)", line):
-            ranks += 1
-            hosts.add(m.group(1))
-        elif re.match(r"#\s+size\s+count\s+type", line):
-            names = line.lstrip("#").split()
-            if "time" not in names:
-                raise ConfigError(
-                    f"{where}:{number}: the header has no 'time' column: not an nccl-tests "
-                    "result table"
-                )
-        elif names and line.strip() and not line.startswith("#"):
-            cells = line.split()
-            if len(cells) < names.index("time") + 1 or not cells[0].isdigit():
-                continue  # "# Out of bounds values", "# Avg bus bandwidth" and the like
-            try:
-                size, micros = float(cells[0]), float(cells[names.index("time")])
-            except ValueError:
-                raise ConfigError(
-                    f"{where}:{number}: cannot read size and time from {line.strip()!r}"
-                ) from None
-            if not (math.isfinite(size) and math.isfinite(micros)):
-                raise ConfigError(
-                    f"{where}:{number}: size {cells[0]} or time {micros:g} is not a finite number"
-                )
-            if 0 < micros < MIN_MEASURED * 1e6:
-                raise ConfigError(
-                    f"{where}:{number}: time {micros:g} us is under a nanosecond: not a "
-                    "measurement"
-                )
-            if size > 0 and micros > 0:
-                points.append((size, micros * 1e-6))
-    if names is None or not points:
-        raise ConfigError(
-            f"{where}: no nccl-tests result rows (a '#  size  count  type ...' header and rows)"
-        )
-    return NcclRun(collective, ranks or None, len(hosts) or 1, points)
-
-
 # --------------------------------------------------------------------------- the fit
 
 
@@ -297,9 +212,11 @@ def measurements(points: PointsFile, base_dir: Path) -> list[Measurement]:
             from gcbench.files import read_limited
 
             path = base_dir / Path(p.nccl_tests).expanduser()
-            text = read_limited(path, MAX_POINTS_BYTES, "nccl-tests output").decode(
-                errors="replace"
-            )
+            try:
+                raw = read_limited(path, MAX_POINTS_BYTES, "nccl-tests output")
+            except ConfigError as e:  # at the point that names the file (`_located`)
+                raise ConfigError(f"points[{i}] nccl_tests: {e.messages[0]}") from None
+            text = raw.decode(errors="replace")
             run = parse_nccl_tests(text, str(path))
             name = (p.collective or run.collective or "allreduce").replace("-", "_").lower()
             ranks = p.ranks or run.ranks
@@ -328,8 +245,8 @@ def resolved_network(base: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     if isinstance(net.get("profile"), str):
         try:
             net = apply_profile(net, base_dir)
-        except ValueError as e:
-            raise ConfigError(f"network: {e}") from None
+        except ValueError as e:  # at the `profile:` line (`_located`)
+            raise ConfigError(f"network: profile: {e}") from None
     for key in ("profile", "profile_sha256"):
         net.pop(key, None)
     return net
@@ -744,7 +661,12 @@ def calibrate(
     report, that `gcbench calibrate --out` writes. `network` (a profile) lies under the
     points file's network, `inter_gbps` and `collectives` over it."""
     points, base_dir = read_points(path, network)
-    net = resolved_network(points.network, base_dir)
+    try:
+        net = resolved_network(points.network, base_dir)
+    except ConfigError as e:  # the profile --network names, else the points file's own
+        given = network is not None and points.network.get("profile") == network
+        raise ConfigError([f"--network: {e.messages[0].removeprefix('network: profile: ')}"
+                           if given else _located(path, e.messages[0])]) from None  # fmt: skip
     if inter_gbps is not None:
         if not (inter_gbps > 0 and math.isfinite(inter_gbps)):
             raise ConfigError(f"--inter-gbps: must be a positive number, got {inter_gbps}")
@@ -775,7 +697,7 @@ def calibrate(
     if points.source:
         source += f" ({points.source})"
     profile = NetworkProfile(
-        name=points.name or path.stem,
+        name=points.name or path.stem[:100] or "calibrated",  # a profile name is <= 100
         source=source,
         network=network_fields,
         compute_scale=fitted.get("compute_scale", float(net.get("compute_scale", 1.0))),

@@ -47,6 +47,11 @@ class RunFailed(GcbenchError):
         super().__init__(message)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what `timeout`, SLURM and `docker stop` send) as an interrupt: a run stops
+    as on Ctrl-C, its finished cells kept (`runner.local.connect` installs it)."""
+
+
 def first_error(e: Any) -> str:
     """A pydantic ValidationError's first mistake as one line, `dotted.loc: message`
     (pydantic's "Value error, " prefix dropped; no location for a whole-model error)."""

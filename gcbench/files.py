@@ -83,12 +83,13 @@ def read_limited(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise ConfigError([f"{path}: cannot read {what}: {e.strerror or e}"]) from None
+    mode = os.fstat(fd).st_mode  # before fdopen, which refuses a folder with an OSError
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device")  # fmt: skip
+        raise ConfigError([f"{path}: cannot read {what}: not a regular file ({kind})"])
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "a device")  # fmt: skip
-            raise ConfigError([f"{path}: cannot read {what}: not a regular file ({kind})"])
         try:
             raw = f.read(limit + 1)
         except OSError as e:

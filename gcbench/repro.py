@@ -135,13 +135,13 @@ def load(path: Path = PUBLISHED) -> dict[str, Any]:
             f"{path}: cannot read the published figures (no such file); run from the "
             "project folder or give --published"
         )
-    return load_model(path, Published).model_dump(exclude_unset=True)
+    return load_model(path, Published, "published figures").model_dump(exclude_unset=True)
 
 
 def load_causes(path: Path) -> dict[str, str]:
     """`causes.yaml` beside `path` ({} where there is none), checked as `Causes`."""
     causes = path.with_name("causes.yaml")
-    return load_model(causes, Causes).root if causes.is_file() else {}
+    return load_model(causes, Causes, "causes").root if causes.is_file() else {}
 
 
 def _cell(fig: dict[str, Any], bed: dict[str, Any], values: dict[str, float]) -> Any:

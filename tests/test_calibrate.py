@@ -267,7 +267,7 @@ def test_one_point_fits_one_parameter_and_says_so_for_two(tmp_path):
 
 
 def test_nccl_gather_tables_take_the_whole_buffer_and_other_tests_are_refused(tmp_path):
-    from gcbench.calibrate import parse_nccl_tests
+    from gcbench.comm.nccl_tests import parse_nccl_tests
 
     text = FIXTURE.read_text()
     gather = "# Collective test starting: gather_perf\n" + text
@@ -471,3 +471,46 @@ def test_the_collective_model_is_chosen_on_the_command_line_and_written_down():
     assert ring["network"]["inter_latency_us"] == pytest.approx(30, rel=0.01)
     bad = run(FIXTURE, "--inter-gbps", 100, "--collectives", "tree")
     assert bad.exit_code == 2 and bad.stderr == "error: --collectives: ring or nccl, got 'tree'\n"
+
+
+def test_calibrate_guards_its_input_and_names_what_it_writes(tmp_path):
+    """Found by a review (2026-11-29): `--out POINTS` replaced the measurements with the
+    profile; a file stem over 100 characters (a profile name's limit) was a traceback; a
+    non-positive time in an nccl-tests row was dropped without a word."""
+    points = tmp_path / "p.txt"
+    points.write_text(FIXTURE.read_text())
+    r = run(points, "--inter-gbps", "100", "--out", str(points))
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "is POINTS itself" in r.stderr
+    assert points.read_text() == FIXTURE.read_text()
+    long = tmp_path / f"nccl_{'z' * 110}.txt"
+    long.write_text(FIXTURE.read_text())
+    r = run(long, "--inter-gbps", "100", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["name"] == long.stem[:100]
+    lines = FIXTURE.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.strip().startswith("1048576 "))
+    cells = lines[row].split()
+    lines[row] = lines[row].replace(f" {cells[5]} ", " -5 ", 1)  # out-of-place time
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\n".join(lines) + "\n")
+    r = run(bad, "--inter-gbps", "100")
+    assert r.exit_code == 2 and f"bad.txt:{row + 1}: time -5 us for 1048576 bytes" in r.stderr
+
+
+def test_a_missing_file_a_points_file_names_is_at_its_line(tmp_path):
+    """A profile or an nccl-tests output named from a points file and missing: the error
+    names the points file and the line that names it (it named neither); a missing
+    `--network` profile names the flag."""
+    point = "  - {collective: allreduce, ranks: 16, bytes: 8, seconds: 0.0001}\n"
+    pm = tmp_path / "pm.yaml"
+    pm.write_text("network:\n  inter_gbps: 100\n  profile: missing.yaml\npoints:\n" + point)
+    r = run(pm)
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {pm}:3: network: profile: "), r.stderr
+    nm = tmp_path / "nm.yaml"
+    nm.write_text("network: {inter_gbps: 100}\npoints:\n" + point + "  - {nccl_tests: no.log}\n")
+    r = run(nm)
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: {nm}:4: points[1] nccl_tests: ")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("points:\n" + point)
+    r = run(plain, "--network", "nope", "--inter-gbps", "100")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --network: network profile 'nope'")

@@ -92,6 +92,12 @@ def test_run_then_report(ray_local, tmp_path):
     assert "4 cells: 4 ok now, 0 failed" in r.stdout
     pages = [p.read_text() for p in (tmp_path / "reports/tiny").glob("2*/index.html")]
     assert sum("<dt>only</dt><dd>model=tiny-mlp machines=2</dd>" in p for p in pages) == 1
+    # an emulated cell the cluster cannot hold is refused as `run` refuses it (it was exit
+    # 1, "the Ray cluster changed during the run")
+    r = invoke("simulate", "--model", "tiny-mlp", "--inter-gbps", "10", "--mode", "emulate",
+               "--machines", "64")  # fmt: skip
+    assert r.exit_code == 2 and r.stderr.startswith("error: emulate: 512 actors"), r.output
+    assert "changed during the run" not in r.stderr
 
 
 def test_report_of_a_non_results_folder(tmp_path):

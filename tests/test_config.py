@@ -612,6 +612,45 @@ def test_a_named_pipe_is_refused_wherever_gcbench_reads_a_file(tmp_path):
         assert "not a regular file (a named pipe)" in r.stderr, r.stderr
 
 
+def test_a_folder_given_for_a_file_is_one_line_wherever_gcbench_reads_one(tmp_path):
+    """A folder named like a suite, a profile or a points file went through `os.fdopen`,
+    which refuses folders, before the regular-file check: a traceback and exit 1."""
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    folder = tmp_path / "d.yaml"
+    folder.mkdir()
+    for args in (["validate", str(folder)],
+                 ["simulate", "--model", "tiny-mlp", "--network", str(folder)],
+                 ["calibrate", str(folder)]):  # fmt: skip
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, (args, r.output)
+        assert "not a regular file (a folder)" in r.stderr, r.stderr
+
+
+def test_yaml_booleans_are_not_numbers(tmp_path):
+    """`inter_efficiency: true` was 1.0 and `ratio: true` 100% (pydantic's lax floats),
+    while `machines: true` was refused: every number refuses a boolean, at its line."""
+    text = TINY_SUITE.replace("{inter_gbps: 100}", "{inter_gbps: 100, inter_efficiency: true}")
+    with pytest.raises(ConfigError) as info:
+        load_suite(write(tmp_path, "s.yaml", text))
+    assert info.value.messages[0].endswith(
+        "s.yaml:6: grid.network.1.inter_efficiency: must be a number, got True"
+    ), info.value.messages
+    text = TINY_SUITE.replace("[fp32, fp16]", "[allgather]")
+    text += "  compressor: [{kind: topk, ratio: true}]\n"
+    with pytest.raises(ConfigError, match="ratio: must be a number, got True"):
+        load_suite(write(tmp_path, "c.yaml", text))
+
+
+def test_yaml_nested_past_the_parsers_recursion_is_one_line(tmp_path):
+    """600 levels of `[` was PyYAML's RecursionError, a traceback."""
+    path = write(tmp_path, "deep.yaml", "name: t\ngrid: " + "[" * 600 + "]" * 600 + "\n")
+    with pytest.raises(ConfigError, match="deep.yaml: values nested too deeply"):
+        load_suite(path)
+
+
 def test_precision_is_a_model_field_checked_against_the_device(tmp_path):
     """`precision` (issue #31): fp32 by default and left out of the cell's id then (cells
     of earlier runs keep theirs); bf16 only on GPUs with BF16 tensor cores, with the line

@@ -276,12 +276,33 @@ def test_a_network_refuses_protocol_corrections_without_nccls_model() -> None:
 
     from gcbench.config.models import Network
 
-    with pytest.raises(ValidationError, match="nccl_ll_bandwidth corrects NCCL's protocols: "
+    with pytest.raises(ValidationError, match="nccl_ll_bandwidth\n.*corrects NCCL's protocols: "
                        "it needs collectives: nccl"):  # fmt: skip
         Network.model_validate({"inter_gbps": 25, "nccl_ll_bandwidth": 0.5})
     n = Network.model_validate({"inter_gbps": 25, "collectives": "nccl",
                                 "nccl_ll128_bandwidth": 1.3})  # fmt: skip
     assert tuple(n.protocols()) == (1.0, 1.3)
+
+
+def test_a_fitted_profiles_protocol_corrections_leave_with_its_nccl_model(tmp_path):
+    """A profile `calibrate` wrote with NCCL's corrections, named with `collectives: ring`
+    (to compare the two models on one's own fit): the corrections do not apply and are
+    not kept; in the profile itself without `collectives: nccl` they are a mistake at
+    their line."""
+    from gcbench.config.models import Network
+    from gcbench.config.network_profile import parse_network_profile
+
+    fitted = tmp_path / "fit.yaml"
+    fitted.write_text("name: f\nsource: s\nnetwork:\n  inter_gbps: 100\n  collectives: nccl\n"
+                      "  nccl_ll_bandwidth: 0.5\n")  # fmt: skip
+    ring = Network.model_validate({"profile": str(fitted), "collectives": "ring"})
+    assert ring.nccl_ll_bandwidth == 1.0 and ring.collectives == "ring"
+    assert Network.model_validate({"profile": str(fitted)}).nccl_ll_bandwidth == 0.5
+    raw = fitted.read_bytes().replace(b"  collectives: nccl\n", b"")
+    with pytest.raises(ValueError) as info:
+        parse_network_profile(raw, "p.yaml")
+    assert str(info.value) == ("p.yaml:5: network.nccl_ll_bandwidth: corrects NCCL's "
+                               "protocols: it needs collectives: nccl")  # fmt: skip
 
 
 def test_per_protocol_bandwidths_fitted_on_half_a_sweep_predict_its_other_half() -> None:

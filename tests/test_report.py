@@ -176,6 +176,19 @@ def test_every_config_column_that_varies_is_in_the_labels_and_the_table(column, 
     assert column in table_columns(df)
 
 
+def test_nccls_protocol_corrections_label_only_nccl_cells():
+    """A suite mixing ring cells and a fitted NCCL profile's cells: the LL factors vary,
+    but a ring cell's label does not mention protocols it has none of."""
+    from gcbench.report.labels import panel_labels
+
+    base = cell_rows(cell(2), repetitions=1)[0]
+    rows = [{**base, "collectives": c, "nccl_ll_bandwidth": ll, "cell_id": f"{i:064x}"}
+            for i, (c, ll) in enumerate([("ring", 1.0), ("nccl", 0.5)])]  # fmt: skip
+    ring, nccl = panel_labels(pd.DataFrame(rows))
+    assert "collectives as ring" in ring and "LL" not in ring, ring
+    assert "collectives as nccl" in nccl and "LL bandwidth × 0.5" in nccl, nccl
+
+
 def test_cells_the_columns_cannot_tell_apart_get_their_ids():
     """Two versions of one profile file: same columns, different cells."""
     base = cell_rows(cell(2), repetitions=1)[0]

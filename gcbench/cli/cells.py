@@ -398,6 +398,11 @@ def _emulate(cell: Any) -> Any:
     backend.check(cell)  # before Ray starts
     started = connect()
     try:
+        import ray
+
+        # as `gcbench run` does before its first cell: a cell the cluster cannot place
+        # is a mistake in the flags (exit 2), not a cluster that changed mid-run
+        backend.refuse_placement([cell], [n for n in ray.nodes() if n.get("Alive")])
         rows, _, record = backend.run(cell, 1)  # (no --trace with --mode emulate)
         metrics = {k: v for k, v in rows[0].items() if k != "repetition"}
         return SimResult(metrics, [], record)

@@ -36,14 +36,15 @@ def print_error(line: str) -> None:
     typer.echo(f"error: {line}", err=True)
 
 
-def by_ctrl_c(e: BaseException) -> bool:
-    """Whether `e` is Ctrl-C, or an error Ctrl-C caused: a KeyboardInterrupt raised inside
-    a library's callback comes back wrapped (pydantic's serializer turns one into a
-    PydanticSerializationError whose cause it is)."""
+def by_ctrl_c(e: BaseException, kind: type[BaseException] = KeyboardInterrupt) -> bool:
+    """Whether `e` is Ctrl-C (or SIGTERM, `errors.Terminated`), or an error Ctrl-C caused:
+    a KeyboardInterrupt raised inside a library's callback comes back wrapped (pydantic's
+    serializer turns one into a PydanticSerializationError whose cause it is). `kind`:
+    that kind of interrupt only."""
     seen: set[int] = set()
     x: BaseException | None = e
     while x is not None and id(x) not in seen:
-        if isinstance(x, KeyboardInterrupt):
+        if isinstance(x, kind):
             return True
         seen.add(id(x))
         x = x.__cause__ or x.__context__

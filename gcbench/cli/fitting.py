@@ -74,6 +74,7 @@ def calibrate(
     suites name as `network: {profile: FILE}` and simulate as --network FILE."""
     from gcbench import calibrate as cal
     from gcbench.config.network_profile import dump_network_profile
+    from gcbench.errors import ConfigError
     from gcbench.files import atomic_write, check_writable
 
     params = [p.strip() for p in fit.split(",") if p.strip()]
@@ -83,6 +84,9 @@ def calibrate(
     with errors():
         if out is not None:
             check_writable(out, "--out", file=True)
+            if out.exists() and points.exists() and out.resolve() == points.resolve():
+                raise ConfigError([f"--out: {out} is POINTS itself: writing the profile "
+                                   "there would lose the points; name another file"])
         fitted = cal.calibrate(points, params, network, inter_gbps, collectives)
         if out is not None:
             atomic_write(out, dump_network_profile(fitted).encode())

@@ -23,7 +23,7 @@ from gcbench.cli.common import (
     state,
 )
 from gcbench.cli.progress import iteration_bar, progress_bar
-from gcbench.errors import ConfigError
+from gcbench.errors import ConfigError, Terminated
 
 
 @app.command()
@@ -84,8 +84,9 @@ def run(
     same command again after a crash or Ctrl-C and only the missing (or failed) cells run
     (and those whose file was damaged: it is set aside). One run at a time writes a
     suite's results. The run's manifest and report describe the whole suite, whatever
-    --only keeps. A run with nothing left to do writes nothing.
-    Exit code: 0 all cells ok, 1 some cells failed, 2 bad input, 130 interrupted.
+    --only keeps. A run with nothing left to do writes no results (the report again,
+    unless --no-report). Exit code: 0 all cells ok, 1 some cells failed, 2 bad input,
+    130 interrupted (Ctrl-C), 143 terminated (SIGTERM: timeout, SLURM, docker stop).
     """
     from gcbench.config import load_suite, parse_only
 
@@ -129,11 +130,15 @@ def run(
         except BaseException as e:  # Ctrl-C, possibly wrapped by a library it interrupted
             if not by_ctrl_c(e) or state["debug"]:
                 raise
+            term = by_ctrl_c(e, Terminated)  # SIGTERM: `timeout`, SLURM, `docker stop`
+            again = ("the same command without --fresh" if fresh
+                     else "the same command again")  # fmt: skip
             typer.echo(
-                "\ninterrupted: finished cells are saved; run the same command again to continue.",
+                f"\n{'terminated' if term else 'interrupted'}: finished cells are saved; run "
+                f"{again} to continue.",
                 err=True,
             )
-            raise typer.Exit(130) from None
+            raise typer.Exit(143 if term else 130) from None
     assert summary is not None
     typer.echo(
         f"{summary.total} cells: {summary.ok} ok now, {summary.failed} failed, "

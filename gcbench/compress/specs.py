@@ -47,7 +47,15 @@ class _Spec(BaseModel):
         return f"{kind}:{','.join(items)}" if items else kind
 
 
-Ratio = Annotated[float, Field(gt=0, le=1)]
+def _not_bool(value: Any) -> Any:
+    """pydantic would read YAML's `true` as 1.0: `ratio: true` is a mistake, not 100%."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, got {value!r}")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_not_bool)]
+Ratio = Annotated[Number, Field(gt=0, le=1)]
 
 
 class NoneSpec(_Spec):
@@ -84,7 +92,7 @@ class DgcSpec(_Spec):
 
 class ThresholdSpec(_Spec):
     kind: Literal["threshold"]
-    threshold: float = Field(gt=0)
+    threshold: Number = Field(gt=0)
 
 
 class SignsgdSpec(_Spec):
@@ -97,7 +105,7 @@ class EfsignsgdSpec(_Spec):
 
 class SignumSpec(_Spec):
     kind: Literal["signum"]
-    momentum: float = Field(0.9, ge=0, lt=1)
+    momentum: Number = Field(0.9, ge=0, lt=1)
 
 
 class OnebitSpec(_Spec):
@@ -115,7 +123,7 @@ class QsgdSpec(_Spec):
 
 class ThreelcSpec(_Spec):
     kind: Literal["threelc"]
-    sparsity: float = Field(1.0, ge=1, lt=2)  # 3LC §3.1: multiplier s in [1, 2)
+    sparsity: Number = Field(1.0, ge=1, lt=2)  # 3LC §3.1: multiplier s in [1, 2)
 
 
 class PowersgdSpec(_Spec):
@@ -132,9 +140,9 @@ class CovapSpec(_Spec):
     kind: Literal["covap"]
     # COVAP §III-B: I = ceil(CCR); the simulator runs I steps, so I is kept small.
     interval: int = Field(4, ge=1, le=1024)
-    ef_init: float = Field(0.5, ge=0, le=1)  # COVAP §III-D error-feedback scheduler
+    ef_init: Number = Field(0.5, ge=0, le=1)  # COVAP §III-D error-feedback scheduler
     ef_ascend_steps: int = Field(1000, ge=1, le=2**63 - 1)
-    ef_ascend_range: float = Field(0.1, ge=0, le=1)
+    ef_ascend_range: Number = Field(0.1, ge=0, le=1)
 
 
 SPEC_TYPES: tuple[type[_Spec], ...] = (

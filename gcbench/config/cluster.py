@@ -28,7 +28,7 @@ def validate_cluster_file(path: str | Path) -> dict[str, Any]:
     per violation."""
     import jsonschema
 
-    data, node = read_yaml(path)
+    data, node = read_yaml(path, "cluster file")
     validator = jsonschema.Draft7Validator(ray_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:

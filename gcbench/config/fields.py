@@ -46,9 +46,20 @@ def whole(value: Any) -> Any:
 
 WHOLE = BeforeValidator(whole)
 Whole = Annotated[int, WHOLE]
-Rate = Annotated[float, Field(gt=0, le=MAX_RATE), at_least(MIN_RATE)]
-Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_US)]
-Efficiency = Annotated[float, Field(gt=0, le=1), at_least(MIN_EFFICIENCY)]
+
+
+def not_bool(value: Any) -> Any:
+    """pydantic would read YAML's `true` as 1.0 and `false` as 0.0: a rate is a number."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, got {value!r}")
+    return value
+
+
+# A float that refuses booleans (`Field` constraints go beside it)
+Number = Annotated[float, BeforeValidator(not_bool)]
+Rate = Annotated[Number, Field(gt=0, le=MAX_RATE), at_least(MIN_RATE)]
+Latency = Annotated[Number, Field(ge=0, le=MAX_LATENCY_US)]
+Efficiency = Annotated[Number, Field(gt=0, le=1), at_least(MIN_EFFICIENCY)]
 DeviceName = Literal[
     "v100", "p100", "a100", "a100-80g", "h100", "h200", "rtx2080ti", "rtx3090", "a10", "t4", "cpu"
 ]

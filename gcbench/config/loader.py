@@ -44,6 +44,16 @@ def read_yaml(
 def parse_yaml(raw: bytes, where: str) -> tuple[Any, yaml.Node]:
     """`read_yaml` of a file's bytes (`where` names it in the errors): every YAML file
     gcbench reads goes through these checks."""
+    try:  # PyYAML's composer and constructor recurse once per level of nesting
+        return _parse_yaml(raw, where)
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: values nested too deeply (lists or mappings hundreds of levels down); "
+            "a suite or profile needs a few"
+        ) from None
+
+
+def _parse_yaml(raw: bytes, where: str) -> tuple[Any, yaml.Node]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -170,7 +180,7 @@ def load_model(
     try:
         return model.model_validate(data, context={"base_dir": Path(path).parent})
     except ValidationError as e:
-        lines = [_format(str(path), node, err, model) for err in e.errors()]
+        lines = [format_error(str(path), node, err, model) for err in e.errors()]
         raise ConfigError(sorted(lines, key=_line_of)) from None
 
 
@@ -252,7 +262,7 @@ def _nested_models(annotation: Any) -> list[type[BaseModel]]:
     return out
 
 
-def _format(where: str, root: yaml.Node, err: Any, model: type[BaseModel]) -> str:
+def format_error(where: str, root: yaml.Node, err: Any, model: type[BaseModel]) -> str:
     line, path = locate(root, tuple(err["loc"]))
     msg = message(err, model)
     return f"{where}:{line}: {path}: {msg}" if path else f"{where}:{line}: {msg}"

@@ -29,13 +29,30 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gcbench.comm.collectives import COLLECTIVES
 from gcbench.comm.nccl import Protocols
-from gcbench.config.fields import MAX_NICS, Efficiency, Frozen, Latency, Rate, Whole, suite_path
-from gcbench.config.loader import parse_yaml
-from gcbench.errors import ConfigError, first_error
+from gcbench.config.fields import (
+    MAX_NICS,
+    Efficiency,
+    Frozen,
+    Latency,
+    Number,
+    Rate,
+    Whole,
+    suite_path,
+)
+from gcbench.config.loader import format_error, parse_yaml
+from gcbench.errors import ConfigError
 from gcbench.files import read_limited
 
 MAX_BYTES = 256 * 1024  # a profile with its fit report is a few kB
@@ -55,8 +72,8 @@ class InterOverride(BaseModel):
     link's)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    inter_efficiency: float | None = Field(None, gt=0, le=1)
-    inter_latency_us: float | None = Field(None, ge=0, le=1e6)
+    inter_efficiency: Number | None = Field(None, gt=0, le=1)
+    inter_latency_us: Number | None = Field(None, ge=0, le=1e6)
 
 
 # Line rates (GB/s per GPU, one direction) used when a suite gives none: a PCIe 3.0 x16
@@ -102,7 +119,7 @@ class Network(Frozen):
     profile_sha256: str | None = Field(
         None, description="filled in from the profile so results follow its content"
     )
-    compute_scale: float = Field(
+    compute_scale: Number = Field(
         1.0,
         gt=0,
         le=1000,
@@ -119,19 +136,19 @@ class Network(Frozen):
         "LL, LL128 and Simple protocols for the size, scaled to the link's numbers; "
         "`gcbench.comm.nccl`)",
     )
-    nccl_ll_bandwidth: float = Field(
+    nccl_ll_bandwidth: Number = Field(
         1.0, gt=0, le=100,
         description="multiplies the bus bandwidth NCCL's tuning model gives its LL protocol "
         "(half of Simple's on a ring; `collectives: nccl` only); default 1, fitted by "
         "`gcbench calibrate` from an nccl-tests sweep across sizes",
     )  # fmt: skip
-    nccl_ll128_bandwidth: float = Field(
+    nccl_ll128_bandwidth: Number = Field(
         1.0, gt=0, le=100,
         description="multiplies the bus bandwidth of NCCL's LL128 protocol (0.92 of Simple's "
         "on a ring; NVLink machines; `collectives: nccl` only); default 1, fitted by "
         "`gcbench calibrate`",
     )  # fmt: skip
-    iteration_overhead_us: float = Field(
+    iteration_overhead_us: Number = Field(
         0.0,
         ge=0,
         le=1e7,
@@ -139,14 +156,14 @@ class Network(Frozen):
         "framework's own work: DDP's bookkeeping, launches, Python); default none, fitted by "
         "`gcbench calibrate --from` on a measured run",
     )
-    bucket_overhead_us: float = Field(
+    bucket_overhead_us: Number = Field(
         0.0,
         ge=0,
         le=1e7,
         description="a fixed cost of each bucket's communication (its launch and the hook's "
         "bookkeeping); default none, fitted by `gcbench calibrate --from`",
     )
-    compute_jitter: float = Field(
+    compute_jitter: Number = Field(
         0.0,
         ge=0,
         le=1,
@@ -154,7 +171,7 @@ class Network(Frozen):
         "waits for the slowest of n, E[max] = mean x (1 + jitter x e_n), e_n the expected "
         "maximum of n standard normals; default none",
     )
-    compute_contention: float = Field(
+    compute_contention: Number = Field(
         0.0,
         ge=0,
         le=2,
@@ -174,14 +191,12 @@ class Network(Frozen):
                 data = {**data, "intra_gbs": INTRA_DEFAULT_GBS["pcie"]}
         return data
 
-    @model_validator(mode="after")
-    def _protocols_need_nccl(self) -> Network:
-        if self.collectives != "nccl":
-            for name in NCCL_PROTOCOL_FIELDS:
-                if getattr(self, name) != 1.0:
-                    raise ValueError(f"{name} corrects NCCL's protocols: it needs "
-                                     "collectives: nccl")  # fmt: skip
-        return self
+    @field_validator(*NCCL_PROTOCOL_FIELDS)
+    @classmethod
+    def _protocols_need_nccl(cls, value: float, info: ValidationInfo) -> float:
+        if value != 1.0 and info.data.get("collectives", "ring") != "nccl":
+            raise ValueError("corrects NCCL's protocols: it needs collectives: nccl")
+        return value
 
     def protocols(self) -> Protocols:
         """The per-protocol corrections to NCCL's model (`gcbench.comm.nccl.Protocols`)."""
@@ -208,7 +223,7 @@ class NetworkProfile(BaseModel):
     source: str = Field(min_length=1, description="where the numbers come from")
     description: str | None = None
     network: dict[str, Any] = Field(default_factory=dict)
-    compute_scale: float = Field(1.0, gt=0, le=1000)
+    compute_scale: Number = Field(1.0, gt=0, le=1000)
     overrides: dict[str, InterOverride] = Field(default_factory=dict)
     fit: dict[str, Any] | None = None
 
@@ -259,15 +274,23 @@ def parse_network_profile(raw: bytes, where: str) -> NetworkProfile:
     """A profile from the bytes of its file; a mistake is a ValueError of one line that
     starts with `where`."""
     try:  # the suites' checks: safe tags, no alias bombs, no key given twice
-        data, _ = parse_yaml(raw, where)
+        data, node = parse_yaml(raw, where)
     except ConfigError as e:
         raise ValueError(e.messages[0]) from None
     if not isinstance(data, dict):
         raise ValueError(f"{where}: a network profile is a mapping (name, source, network, ...)")
+    network = data.get("network")
+    if isinstance(network, dict) and not set(network) & set(PROFILE_OWN):
+        try:  # its link fields at their lines, as a suite's network entry takes them
+            Network.model_validate({"inter_gbps": 1.0, **network})
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(format_error(where, node, {**err, "loc": ("network", *err["loc"])},
+                                          Network)) from None  # fmt: skip
     try:
         return NetworkProfile.model_validate(data)
     except ValidationError as e:
-        raise ValueError(f"{where}: {first_error(e)}") from None
+        raise ValueError(format_error(where, node, e.errors()[0], NetworkProfile)) from None
 
 
 @lru_cache(maxsize=64)
@@ -308,6 +331,9 @@ def apply_profile(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]
     base = dict(profile.network)
     if "intra" in data and data["intra"] != base.get("intra", "nvlink"):
         base.pop("intra_gbs", None)  # another kind of machine: its own default rate
+    if data.get("collectives", base.get("collectives", "ring")) != "nccl":
+        for name in NCCL_PROTOCOL_FIELDS:  # corrections to a model the entry does not use
+            base.pop(name, None)
     merged: dict[str, Any] = {**base, **data, "profile": named, "profile_sha256": digest}
     merged.setdefault("compute_scale", profile.compute_scale)
     if profile.overrides and "overrides" not in data:

@@ -156,11 +156,17 @@ def describe(col: str, value: Any, row: pd.Series | dict[str, Any] | None = None
     return f"{before}{number_text(value)}{after}"
 
 
+# Columns that mean something only under NCCL's collective model
+NCCL_ONLY = ("nccl_ll_bandwidth", "nccl_ll128_bandwidth")
+
+
 def _parts(row: pd.Series | dict[str, Any], cols: list[str]) -> list[str]:
     parts = []
     for col in cols:
         if col == "gpus_per_machine" and "machines" in cols:
             continue  # one `M×G` part for both
+        if col in NCCL_ONLY and row.get("collectives") != "nccl":
+            continue  # a ring cell has no protocols to correct
         parts.append(describe(col, row.get(col), row))
     return parts
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-from gcbench.errors import ConfigError
+from gcbench.errors import ConfigError, Terminated
 
 LOOPBACK = "127.0.0.1"
 # How long reaching a cluster may take: the TCP connection to its address, then each
@@ -165,6 +167,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
         finally:
             notice.setLevel(was)
         _first_lines_of_ray_errors()
+        _sigterm_interrupts()
         return True
     check_reachable(address)  # fail in seconds, not after Ray's minutes of retries
     said: list[str] = []
@@ -175,6 +178,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
 
             if not ray.is_initialized():
                 ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+                _sigterm_interrupts()
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         why = _ray_said(said)
@@ -185,6 +189,21 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
             ]
         ) from None
     return False
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM raises `Terminated` in the main thread from now on, so that a run stops as
+    on Ctrl-C (finished cells kept, its own Ray shut down, a line saying so). Ray's start
+    installs handlers that exit at once instead (a local instance's kills its processes
+    and exits 1; its C++ core prints a stack trace): this replaces them, so call it after
+    `ray.init`."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def _first_lines_of_ray_errors() -> None:

@@ -342,8 +342,8 @@ def _run_locked(
         _interrupted(store, manifest, counts, in_flight, started_here)
         raise RunFailed(
             f"ray: the Ray instance died mid-run ({e}); the {ok} cells finished in this "
-            f"session are saved, {counts['pending']} not run: run the same command again "
-            "to continue"
+            f"session are saved, {counts['pending']} not run: run the same command "
+            f"{'without --fresh' if fresh else 'again'} to continue"
         ) from None
     except OSError as e:
         kept = _interrupted(store, manifest, _counts(grid_ids, status), in_flight, started_here)
