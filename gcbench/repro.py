@@ -20,7 +20,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gcbench.calibrate import FITTABLE, Measurement, fit, predictor
 from gcbench.config.loader import load_model
@@ -68,6 +76,24 @@ class Testbed(_Strict):
     fit_params: list[Literal[FITTABLE]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["inter_efficiency"], max_length=2
     )
+
+    @field_validator("network")
+    @classmethod
+    def _a_network(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """The testbed's network as a cell's network takes it (a profile read), so that a
+        mistake is one line at its place, not an error mid-reproduction."""
+        from pydantic import ValidationError
+
+        from gcbench.config.loader import message
+        from gcbench.config.models import Network
+
+        try:
+            Network.model_validate({"inter_gbps": 1.0, **value}, context=info.context)
+        except ValidationError as e:
+            err = e.errors()[0]
+            at, said = ".".join(str(x) for x in err["loc"]), message(err, Network)
+            raise ValueError(f"{at}: {said}" if at else said) from None
+        return value
 
 
 class Figure(_Strict):

@@ -868,3 +868,12 @@ def test_the_candidate_time_holds_where_a_later_bucket_shares_the_tensor():
     assert kernel.tight(slot, candidate, option) == pytest.approx(exact, rel=1e-12, abs=0)
     low = kernel.screen(slot, candidate, (option,))[0]
     assert low <= exact * (1 + 1e-12)
+
+
+def test_a_plan_file_that_is_not_json_says_at_which_line(tmp_path):
+    from gcbench.plan.io import read_plan_file
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": 1,\n  "buckets": [1, 2,,]\n}\n')
+    with pytest.raises(ConfigError, match=r"bad.json:2: not JSON \(Expecting value, column"):
+        read_plan_file(bad, cell_profile(cell(model="lstm")), additive=True, compressor="none")

@@ -37,6 +37,8 @@ def _load(path: Path) -> Any:
     raw = read_limited(path, MAX_BYTES, "plan")
     try:
         data = json.loads(gunzip_limited(raw, MAX_BYTES, str(path), "plan"))
+    except json.JSONDecodeError as e:  # at its line, as every file gcbench reads
+        raise ConfigError([f"{path}:{e.lineno}: not JSON ({e.msg}, column {e.colno})"]) from None
     except (OSError, EOFError, ValueError) as e:
         raise ConfigError([f"{path}: not JSON ({str(e).splitlines()[0]})"]) from None
     if isinstance(data, dict) and "plan" in data and "format" not in data:
