@@ -221,6 +221,10 @@ def held_out(models: Sequence[Model]) -> dict[str, dict[str, list[tuple[float, f
 def main() -> None:
     default = Path(__file__).resolve().parents[2] / "shared/data/measured/h100"
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else default
+    if not folder.exists():  # the calibration data are not shipped with the project
+        sys.exit(f"{folder}: not found; give the folder of the measured H100 profiles "
+                 "(resnet50-b32.json, bert-base-b32-s64.json) as the argument (the "
+                 "maintainers keep them beside the project, in ../shared/data)")
     models = [Model.load(folder / f) for f in MEASURED]
     every = {m.name: m.spanned for m in models}
     dev = fit(models, every)

@@ -187,6 +187,10 @@ def leave_one_model_out(
 def main() -> None:
     default = Path(__file__).resolve().parents[2] / "shared/data/espresso-v100-profiles.json"
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else default
+    if not path.exists():  # the calibration data are not shipped with the project
+        sys.exit(f"{path}: not found; give the ByteComp authors' V100 profiles "
+                 "(espresso-v100-profiles.json) as the argument (the maintainers keep "
+                 "them beside the project, in ../shared/data)")
     measured = measured_spans(path)
     spans = {m: FastSpan(m) for m in measured}
     dev = fit(measured, spans)
