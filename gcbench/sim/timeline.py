@@ -295,7 +295,12 @@ class Timeline:
                 last, done = self.backward(bucket, free, last, done, watch)
             elif hi >= done:
                 t = get("compute", 0.0)
-                t = reduce(_plus, bw[lo if lo > done else done : hi + 1], t if t > last else last)
+                if t < last:
+                    t = last
+                if hi == lo or hi == done:  # one tensor left: the same single addition
+                    t += bw[hi]
+                else:
+                    t = reduce(_plus, bw[lo if lo > done else done : hi + 1], t)
                 free["compute"] = last = t
                 done = hi + 1
             if single or opt is None:
