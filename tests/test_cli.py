@@ -193,6 +193,16 @@ def test_a_sequence_length_for_a_model_without_one_is_refused(tmp_path):
                   "  cluster: [{machines: 2}]\n")  # fmt: skip
     r = CliRunner().invoke(app, ["validate", str(suite)])
     assert r.exit_code == 2 and "s.yaml:3:" in r.stderr and "not a sequence model" in r.stderr
+    # `profile` took it (a review, 2026-11-29), and `model` and `profile` took batches and
+    # sequences past a suite's bounds: torch's storage-size overflow, a traceback
+    for args, said in (
+        (["profile", "tiny-mlp", "--seq-len", "5"], "--seq-len: tiny-mlp is not a sequence"),
+        (["model", "resnet50", "--batch", "10000000000000"], "--batch must be ≤ 1,048,576"),
+        (["model", "bert-base", "--seq-len", "100000000"], "--seq-len must be ≤ 65,536"),
+        (["profile", "resnet50", "--batch", "10000000000000"], "--batch must be ≤ 1,048,576"),
+    ):  # fmt: skip
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and r.stderr.startswith(f"error: {said}"), (args, r.output)
 
 
 def test_validate_is_quiet_on_every_shipped_suite():

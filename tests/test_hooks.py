@@ -155,6 +155,26 @@ def test_a_bad_spec_is_one_line():
         gcbench.hooks.hook("dgcc")
     with pytest.raises(ValueError, match="only powersgd takes"):
         gcbench.hooks.hook("dgc-1pct", start_powerSGD_iter=10)
+    with pytest.raises(ValueError, match="a preset or 'kind:param=value' string"):
+        gcbench.hooks.hook(None)  # type: ignore[arg-type]
+
+
+def test_a_hook_refuses_an_option_that_would_mis_sum_its_payloads():
+    """A review (2026-11-29): qsgd's payloads allreduced registered and averaged 43x off,
+    topk's raised an IndexError at the first backward, `fp32` silently sent everything:
+    `option` is checked when the hook is made."""
+    for spec, option, said in [
+        ("qsgd-s16", "allreduce", "takes allgather; allreduce sums payloads"),
+        ("topk-1pct", "fp32", "option 'fp32': takes allgather"),
+        ("signsgd", "ps", "option 'ps': takes allgather"),
+        ("powersgd-r4", "allgather", "its own way; give no option"),
+    ]:
+        with pytest.raises(ValueError, match=said):
+            gcbench.hooks.hook(spec, None, option=option)
+    state, _ = gcbench.hooks.hook("fp16", None, option="allgather")  # gcbench's, not torch's
+    assert state.option.name == "gc flat:ag* gd"
+    state, _ = gcbench.hooks.hook("randomk-1pct", None, option="allreduce")  # additive
+    assert "flat:ar" in state.option.name
 
 
 @pytest.mark.parametrize(("spec", "memory"), [

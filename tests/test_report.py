@@ -454,6 +454,9 @@ def test_odd_manifest_fields_are_one_line_errors(tmp_path, fields, field):
     [
         (lambda r: r.update(iteration_s="fast"), "iteration_s"),
         (lambda r: r.pop("model"), "model"),
+        # a column reports read of every row (a review, 2026-11-29: a KeyError)
+        (lambda r: r.pop("inter_gbps"), "inter_gbps"),
+        (lambda r: r.pop("wire_bytes"), "wire_bytes"),
         (lambda r: r.update(machines="two"), "machines"),
         (lambda r: r.update(status="great"), "status"),
         (lambda r: r.update(iteration_s=float("inf")), "iteration_s"),
@@ -475,6 +478,18 @@ def test_a_crafted_cell_file_is_left_out_and_said(tmp_path, edit, why):
     with pytest.warns(ResultsWarning, match=f"{c.id}.parquet: unreadable .*{why}"):
         index = write_report(store.path, tmp_path / "out")
     assert len(table_rows(index)) == 6
+
+
+def test_a_stray_parquet_among_the_cells_is_left_out_not_a_format_error(tmp_path):
+    """Another tool's parquet in `cells/` read as gcbench's format 1 (no format_version
+    column) and refused the whole run, exit 2 (a review, 2026-11-29): it is one
+    unreadable file, left out with a warning."""
+    store = fake_run(tmp_path)
+    first, *others = sorted(store.finished())
+    pd.DataFrame({"foo": [1, 2]}).to_parquet(store.path / "cells" / f"{first}.parquet")
+    with pytest.warns(ResultsWarning, match="holds no gcbench cell rows"):
+        index = write_report(store.path, tmp_path / "out")
+    assert len(table_rows(index)) == 6 * len(others) // (len(others) + 1)  # the rest kept
 
 
 def test_a_trace_with_a_number_json_cannot_hold_is_left_out(tmp_path):

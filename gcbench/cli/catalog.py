@@ -145,6 +145,20 @@ def _positive(value: int | None, flag: str) -> None:
         raise ConfigError([f"{flag} must be > 0, got {value}"])
 
 
+def _shape(name: str, batch: int | None, seq_len: int | None) -> None:
+    """--batch and --seq-len as a suite's model takes them (`ModelSpec`'s bounds: beyond
+    them torch overflows its storage size, a traceback), --seq-len on a sequence model."""
+    from gcbench.config.models import MAX_BATCH, MAX_SEQ_LEN
+    from gcbench.zoo.catalog import MODELS
+
+    for value, flag, most in ((batch, "--batch", MAX_BATCH), (seq_len, "--seq-len", MAX_SEQ_LEN)):
+        _positive(value, flag)
+        if value is not None and value > most:
+            raise ConfigError([f"{flag} must be ≤ {most:,}, got {value:,}"])
+    if seq_len is not None and MODELS[name].seq_len is None:
+        raise ConfigError([f"--seq-len: {name} is not a sequence model"])
+
+
 def _known_model(name: str) -> None:
     import difflib
 
@@ -209,8 +223,7 @@ def model(
         from gcbench.zoo.devices import DEVICES
 
         _known_model(name)
-        _positive(batch, "--batch")
-        _positive(seq_len, "--seq-len")
+        _shape(name, batch, seq_len)
         if device not in DEVICES:
             raise ConfigError([f"unknown device {device!r}; valid: {', '.join(sorted(DEVICES))}"])
         from gcbench.zoo.devices import PRECISIONS
@@ -220,12 +233,9 @@ def model(
                                f"{precision!r}"])  # fmt: skip
         if precision == "amp-bf16" and not DEVICES[device].bf16():
             raise ConfigError([f"--precision amp-bf16: {device} has no BF16 tensor cores"])
-        from gcbench.zoo.catalog import MODELS
         from gcbench.zoo.profile import model_profile
         from gcbench.zoo.profile_io import to_json
 
-        if seq_len is not None and MODELS[name].seq_len is None:
-            raise ConfigError([f"--seq-len: {name} is not a sequence model"])
         p = model_profile(name, batch, device, seq_len, precision)
     if json_out:
         out = to_json(p)
@@ -261,8 +271,7 @@ def profile(
     (JSON, docs/profile-format.md) that a suite can use as the model's profile."""
     with errors():
         _known_model(name)
-        _positive(batch, "--batch")
-        _positive(seq_len, "--seq-len")
+        _shape(name, batch, seq_len)
         _positive(iterations, "--iterations")
         if warmup < 0:
             raise ConfigError([f"--warmup must be >= 0, got {warmup}"])

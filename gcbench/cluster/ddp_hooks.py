@@ -79,6 +79,9 @@ def spec_of(spec: str) -> Any:
     from gcbench.compress.specs import CompressorSpec, parse_compressor
     from gcbench.errors import first_error
 
+    if not isinstance(spec, str):
+        raise ValueError(f"compressor: a preset or 'kind:param=value' string (gcbench "
+                         f"compressors), got {spec!r}")  # fmt: skip
     try:
         return TypeAdapter(CompressorSpec).validate_python(parse_compressor(spec))
     except ValidationError as e:
@@ -89,8 +92,9 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
          **torch_kwargs: Any) -> tuple[Any, Any]:  # fmt: skip
     """(state, hook) for `DistributedDataParallel.register_comm_hook` that compresses
     every bucket with `spec` (see the module docstring); `process_group`: the group DDP
-    runs on (None: the default group); `option`: `allgather` to allgather payloads that
-    could be allreduced (the strategy of that name), else the compressor's way.
+    runs on (None: the default group); `option`: `allgather` (any compressor but those with
+    a scheme of their own) or `allreduce` (additive ones only), else the compressor's way;
+    anything else is a ValueError here, not a wrong gradient at the first backward.
     `torch_kwargs` go to torch's `PowerSGDState`."""
     s = spec_of(spec)
     kind, params = s.kind, s.params()
@@ -101,7 +105,10 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
     # callbacks, which gloo can receive out of order between ranks (measured: a size
     # mismatch abort in 2 runs of 3): on another backend both are gcbench's
     nccl = dist.is_initialized() and dist.get_backend(process_group) == "nccl"
-    if kind in TORCH_HOOKS and (kind not in ("bf16", "powersgd") or nccl):
+    _check_option(spec, kind, option)
+    # torch's hooks allreduce: an allgather asked for is gcbench's hook of the kind
+    torch_hook = kind in TORCH_HOOKS and (kind not in ("bf16", "powersgd") or nccl)
+    if torch_hook and option in (None, "allreduce"):
         return _torch_hook(kind, params, process_group, torch_kwargs, s.ef)
     if torch_kwargs:
         raise ValueError(f"{spec}: torch's PowerSGDState arguments apply on NCCL only")
@@ -125,6 +132,28 @@ def hook(spec: str, process_group: Any = None, option: str | None = None,
         compressor = (HookFused if kind == "powersgd" else Fused)(compressor, {})
     option_ = PRESETS[option or ("allreduce" if compressor.additive else "allgather")]
     return HookState(spec, compressor, memory, option_, process_group), _gcbench_hook
+
+
+def _check_option(spec: str, kind: str, option: str | None) -> None:
+    """`hook`'s `option`: how payloads travel. None (the compressor's way) always;
+    `allgather` for any compressor; `allreduce` for the additive ones only (it sums
+    payloads: a non-additive one's sum is not its gradients' compressed sum, wrong without
+    a word). The kinds with a scheme of their own (PowerSGD, ACP-SGD, COVAP) take none."""
+    from gcbench import strategies
+    from gcbench.compress.specs import ADDITIVE
+
+    if option is None:
+        return
+    if kind in strategies.own_kinds():
+        raise ValueError(f"{spec}: option {option!r}: this hook sends its payloads its own "
+                         "way; give no option")  # fmt: skip
+    allowed = ["allgather", "allreduce"] if kind in ADDITIVE else ["allgather"]
+    if option not in allowed:
+        raise ValueError(
+            f"{spec}: option {option!r}: takes {' or '.join(allowed)}"
+            + ("; allreduce sums payloads, which only additive compressors' are"
+               if option == "allreduce" else "")
+        )  # fmt: skip
 
 
 def _torch_hook(kind: str, params: dict[str, Any], group: Any,

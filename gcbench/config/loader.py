@@ -280,6 +280,8 @@ def message(err: Any, model: type[BaseModel] | None = None) -> str:
         msg = f"{text} {shown}, got {_short(value)}"
     elif kind == "finite_number":
         msg = f"must be a finite number, got {_short(value)}"
+    elif kind == "string_pattern_mismatch" and "fixed:" in str(err["ctx"].get("pattern")):
+        msg = f"must be ddp, tensor or fixed:<bytes> (a whole number, 1 or more), got {value!r}"
     elif kind == "extra_forbidden" and model is not None:
         name = str(err["loc"][-1])
         homes = _all_field_names(model)

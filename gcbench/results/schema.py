@@ -159,6 +159,10 @@ MAX_CELL_BYTES = 4 * 2**20  # a cell's rows in memory: more is not a cell gcbenc
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "suite", "cell_id", "model", "strategy", "machines", "gpus_per_machine", "status",
     "repetition",
+    # what reports read of every row (each written since format 2, the oldest read):
+    # without one, `report` was a KeyError
+    "compressor_kind", "gpus", "intra", "inter_gbps", "device", "iteration_s", "throughput",
+    "scaling_factor", "compute_s", "compress_exposed_s", "comm_exposed_s", "wire_bytes",
 )  # fmt: skip
 NUMERIC_COLUMNS: tuple[str, ...] = (
     "batch_size", "seq_len", "machines", "gpus_per_machine", "gpus", "cpu_servers",

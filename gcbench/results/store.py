@@ -358,6 +358,8 @@ def read_cell(path: Path) -> pa.Table:
             same = False
         if not same:
             raise Unreadable(path, "its checksum does not match its contents")
+    if not {"suite", "cell_id", "status"} <= set(table.column_names):  # no gcbench's rows
+        raise Unreadable(path, "it holds no gcbench cell rows (no suite, cell_id, status)")
     versions = (
         set(table.column("format_version").to_pylist())
         if "format_version" in table.column_names
