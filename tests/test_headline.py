@@ -135,3 +135,18 @@ def test_scenarios_that_differ_beyond_the_cluster_say_how_in_their_sentence(fram
     assert len(sentences) == 4 == len(set(sentences))
     assert sum("(collectives as nccl)," in s for s in sentences) == 2
     assert all("(" not in e["sentence"].split(",")[0] for e in headline(frame))
+
+
+def test_a_scenario_with_cells_that_did_not_finish_says_so(frame):
+    """Every compressed cell failed: the headline said "fp32 is fastest (no compression
+    wins)" with no word of them (a review, 2026-11-29); it ranks the finished cells and
+    says how many others did not finish."""
+    df = frame.copy()
+    dead = (df["machines"] == 2) & ~df["strategy"].isin(["fp32", "fp32-2level", "fp16"])
+    df.loc[dead, "status"] = "failed"
+    df.loc[dead, ["iteration_s", "throughput"]] = None
+    got = {e["scenario"]["machines"]: e for e in headline(df, df)}
+    n = int(df[dead & (df["strategy"] != "upper-bound")]["cell_id"].nunique())
+    assert got[2]["unfinished"] == n == 2
+    assert f"{n} other cells of this scenario did not finish" in got[2]["sentence"]
+    assert "unfinished" not in got[1] and "did not finish" not in got[1]["sentence"]

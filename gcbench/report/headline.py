@@ -57,13 +57,31 @@ def headline(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[dict[st
     if "final_metric" in cells.columns and cells["final_metric"].notna().any():
         cells, what = _to_target(df if rows is None else rows, cells)
     cols = [c for c in SCENARIO if c in cells.columns]
-    keys = cells[cols].astype(object).where(cells[cols].notna(), None).astype(str)
+
+    def scenario_of(frame: pd.DataFrame) -> pd.Series:
+        keyed = frame[cols].astype(object).where(frame[cols].notna(), None).astype(str)
+        return keyed.apply(tuple, axis=1)
+
+    # cells of a scenario that did not finish: the winner is among those that did only
+    unfinished: dict[tuple, int] = {}
+    every = df if rows is None else rows  # `per_cell` keeps only finished cells
+    if "status" in every.columns and set(cols) <= set(every.columns):
+        bad = every[every["status"] != "ok"].drop_duplicates("cell_id")
+        bad = bad[[runnable(x) for x in bad["strategy"]]]
+        if not bad.empty:
+            unfinished = scenario_of(bad).value_counts().to_dict()
     out = []
-    for _, group in cells.groupby(keys.apply(tuple, axis=1), sort=False):
+    for key, group in cells.groupby(scenario_of(cells), sort=False):
         # equal times (two strategies, one plan) go by cell id: the same answer whatever
         # the order the results were read in
-        rows = sorted(group.to_dict("records"), key=lambda r: (r["iteration_s"], r["cell_id"]))
-        out.append(_entry(rows, what))
+        ranked = sorted(group.to_dict("records"), key=lambda r: (r["iteration_s"], r["cell_id"]))
+        entry = _entry(ranked, what)
+        if unfinished.get(key):
+            n = unfinished[key]
+            entry["sentence"] += (f" {n} other cell{'s' * (n != 1)} of this scenario did "
+                                  "not finish and {} not ranked.".format("are" if n != 1 else "is"))
+            entry["unfinished"] = n
+        out.append(entry)
     # shown: the columns that vary across the run, less those that follow from others
     # (the GPUs from the cluster, a model's batch and sequence length from the model)
     varying = [c for c in cols if c not in DERIVED and cells[c].astype(str).nunique() > 1]
