@@ -82,17 +82,11 @@ class Testbed(_Strict):
     def _a_network(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         """The testbed's network as a cell's network takes it (a profile read), so that a
         mistake is one line at its place, not an error mid-reproduction."""
-        from pydantic import ValidationError
+        from gcbench.config.network_profile import network_problem
 
-        from gcbench.config.loader import message
-        from gcbench.config.models import Network
-
-        try:
-            Network.model_validate({"inter_gbps": 1.0, **value}, context=info.context)
-        except ValidationError as e:
-            err = e.errors()[0]
-            at, said = ".".join(str(x) for x in err["loc"]), message(err, Network)
-            raise ValueError(f"{at}: {said}" if at else said) from None
+        problem = network_problem(value, info.context)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 

@@ -47,15 +47,20 @@ class _Spec(BaseModel):
         return f"{kind}:{','.join(items)}" if items else kind
 
 
-def _not_bool(value: Any) -> Any:
-    """pydantic would read YAML's `true` as 1.0: `ratio: true` is a mistake, not 100%."""
+def not_bool(value: Any) -> Any:
+    """pydantic would read YAML's `true` as 1.0 and `false` as 0.0 (`ratio: true` as 100%,
+    a rate as 1): a number is a number."""
     if isinstance(value, bool):
         raise ValueError(f"must be a number, got {value!r}")
     return value
 
 
-Number = Annotated[float, BeforeValidator(_not_bool)]
-Ratio = Annotated[Number, Field(gt=0, le=1)]
+# A float that refuses booleans; suites' other numbers (`config.fields`) take it from here.
+# In a type with bounds NOT_BOOL goes last (`Ratio`): bounds inside it would reach the
+# JSON Schema as pydantic's own `gt`/`le` keys, not `exclusiveMinimum`/`maximum`.
+NOT_BOOL = BeforeValidator(not_bool)
+Number = Annotated[float, NOT_BOOL]
+Ratio = Annotated[float, Field(gt=0, le=1), NOT_BOOL]
 
 
 class NoneSpec(_Spec):

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from gcbench.compress.specs import NOT_BOOL
 from gcbench.zoo.devices import DEVICES
 
 INT64_MAX = 2**63 - 1
@@ -47,19 +48,9 @@ def whole(value: Any) -> Any:
 WHOLE = BeforeValidator(whole)
 Whole = Annotated[int, WHOLE]
 
-
-def not_bool(value: Any) -> Any:
-    """pydantic would read YAML's `true` as 1.0 and `false` as 0.0: a rate is a number."""
-    if isinstance(value, bool):
-        raise ValueError(f"must be a number, got {value!r}")
-    return value
-
-
-# A float that refuses booleans (`Field` constraints go beside it)
-Number = Annotated[float, BeforeValidator(not_bool)]
-Rate = Annotated[Number, Field(gt=0, le=MAX_RATE), at_least(MIN_RATE)]
-Latency = Annotated[Number, Field(ge=0, le=MAX_LATENCY_US)]
-Efficiency = Annotated[Number, Field(gt=0, le=1), at_least(MIN_EFFICIENCY)]
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE), at_least(MIN_RATE), NOT_BOOL]
+Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_US), NOT_BOOL]
+Efficiency = Annotated[float, Field(gt=0, le=1), at_least(MIN_EFFICIENCY), NOT_BOOL]
 DeviceName = Literal[
     "v100", "p100", "a100", "a100-80g", "h100", "h200", "rtx2080ti", "rtx3090", "a10", "t4", "cpu"
 ]

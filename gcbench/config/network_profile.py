@@ -26,7 +26,7 @@ import os
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -41,16 +41,8 @@ from pydantic import (
 
 from gcbench.comm.collectives import COLLECTIVES
 from gcbench.comm.nccl import Protocols
-from gcbench.config.fields import (
-    MAX_NICS,
-    Efficiency,
-    Frozen,
-    Latency,
-    Number,
-    Rate,
-    Whole,
-    suite_path,
-)
+from gcbench.compress.specs import NOT_BOOL, Number
+from gcbench.config.fields import MAX_NICS, Efficiency, Frozen, Latency, Rate, Whole, suite_path
 from gcbench.config.loader import format_error, parse_yaml
 from gcbench.errors import ConfigError
 from gcbench.files import read_limited
@@ -72,8 +64,8 @@ class InterOverride(BaseModel):
     link's)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    inter_efficiency: Number | None = Field(None, gt=0, le=1)
-    inter_latency_us: Number | None = Field(None, ge=0, le=1e6)
+    inter_efficiency: Annotated[float, Field(gt=0, le=1), NOT_BOOL] | None = None
+    inter_latency_us: Annotated[float, Field(ge=0, le=1e6), NOT_BOOL] | None = None
 
 
 # Line rates (GB/s per GPU, one direction) used when a suite gives none: a PCIe 3.0 x16
@@ -90,8 +82,10 @@ LinkCollective = Literal[
 assert set(LinkCollective.__args__) == set(COLLECTIVES)  # type: ignore[attr-defined]
 
 
-# The Network fields of `gcbench.comm.nccl.Protocols`, in its order
+# The Network fields of `gcbench.comm.nccl.Protocols`, in its order, and their type: a
+# multiple of what NCCL's tuning model gives
 NCCL_PROTOCOL_FIELDS = ("nccl_ll_bandwidth", "nccl_ll128_bandwidth")
+ProtocolFactor = Annotated[float, Field(gt=0, le=100), NOT_BOOL]
 
 
 class Network(Frozen):
@@ -136,14 +130,14 @@ class Network(Frozen):
         "LL, LL128 and Simple protocols for the size, scaled to the link's numbers; "
         "`gcbench.comm.nccl`)",
     )
-    nccl_ll_bandwidth: Number = Field(
-        1.0, gt=0, le=100,
+    nccl_ll_bandwidth: ProtocolFactor = Field(
+        1.0,
         description="multiplies the bus bandwidth NCCL's tuning model gives its LL protocol "
         "(half of Simple's on a ring; `collectives: nccl` only); default 1, fitted by "
         "`gcbench calibrate` from an nccl-tests sweep across sizes",
     )  # fmt: skip
-    nccl_ll128_bandwidth: Number = Field(
-        1.0, gt=0, le=100,
+    nccl_ll128_bandwidth: ProtocolFactor = Field(
+        1.0,
         description="multiplies the bus bandwidth of NCCL's LL128 protocol (0.92 of Simple's "
         "on a ring; NVLink machines; `collectives: nccl` only); default 1, fitted by "
         "`gcbench calibrate`",
@@ -234,20 +228,37 @@ class NetworkProfile(BaseModel):
             raise ValueError(
                 f"network: unknown field(s) {', '.join(unknown)}; valid: {', '.join(fields)}"
             )
-        from gcbench.config.loader import message
-
-        try:  # each value as a suite's network entry takes it (the line rate a stand-in)
-            Network.model_validate({"inter_gbps": 1.0, **self.network})
-        except ValidationError as e:
-            err = e.errors()[0]
-            at = ".".join(str(x) for x in err["loc"])
-            raise ValueError(f"network: {at}: {message(err, Network)}") from None
+        problem = network_problem(self.network)
+        if problem is not None:
+            raise ValueError(f"network: {problem}")
         bad = sorted(set(self.overrides) - set(COLLECTIVES))
         if bad:
             raise ValueError(
                 f"overrides: unknown collective(s) {', '.join(bad)}; "
                 f"valid: {', '.join(COLLECTIVES)}"
             )
+
+
+def network_error(fields: dict[str, Any], context: Any = None) -> Any:
+    """The first mistake (pydantic's error: `loc`, `msg`, ...) in `fields` taken as a suite's
+    network entry takes them (the line rate a stand-in where they give none), or None.
+    `context`: the validation context (`base_dir` for a profile's relative path)."""
+    try:
+        Network.model_validate({"inter_gbps": 1.0, **fields}, context=context)
+    except ValidationError as e:
+        return e.errors()[0]
+    return None
+
+
+def network_problem(fields: dict[str, Any], context: Any = None) -> str | None:
+    """`network_error` as words: `inter_efficiency: must be ≤ 1, got 2`."""
+    from gcbench.config.loader import message
+
+    err = network_error(fields, context)
+    if err is None:
+        return None
+    at, said = ".".join(str(x) for x in err["loc"]), message(err, Network)
+    return f"{at}: {said}" if at else said
 
 
 def _is_name(spec: str) -> bool:
@@ -281,12 +292,11 @@ def parse_network_profile(raw: bytes, where: str) -> NetworkProfile:
         raise ValueError(f"{where}: a network profile is a mapping (name, source, network, ...)")
     network = data.get("network")
     if isinstance(network, dict) and not set(network) & set(PROFILE_OWN):
-        try:  # its link fields at their lines, as a suite's network entry takes them
-            Network.model_validate({"inter_gbps": 1.0, **network})
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise ValueError(format_error(where, node, {**err, "loc": ("network", *err["loc"])},
-                                          Network)) from None  # fmt: skip
+        err = network_error(network)  # at its line (the profile's own check has none)
+        if err is not None:
+            raise ValueError(
+                format_error(where, node, {**err, "loc": ("network", *err["loc"])}, Network)
+            )
     try:
         return NetworkProfile.model_validate(data)
     except ValidationError as e:

@@ -18,14 +18,7 @@ from typing import Any
 import pandas as pd
 
 from gcbench.report.choices import BASELINES, SCENARIO, TIE, choice_label, plain, runnable
-from gcbench.report.labels import (
-    DERIVED,
-    NCCL_ONLY,
-    describe,
-    number_text,
-    per_cell,
-    value_text,
-)
+from gcbench.report.labels import DERIVED, applies, describe, number_text, per_cell, value_text
 
 SAME = 1e-9  # two times closer than this are one plan's, not two answers
 __all__ = ["BASELINES", "TIE", "choice_label", "headline", "headline_html", "headline_lines",
@@ -95,7 +88,7 @@ def headline(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> list[dict[st
         if extra:
             where = _where(scenario)
             also = ", ".join(describe(c, scenario[c], scenario) for c in extra
-                             if c not in NCCL_ONLY or scenario.get("collectives") == "nccl")
+                             if applies(c, scenario))
             sentence = entry["sentence"]
             entry["sentence"] = sentence.replace(f"On {where},", f"On {where} ({also}),", 1)
         entry["scenario"] = {c: scenario[c] for c in varying}

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from gcbench.config.network_profile import NCCL_PROTOCOL_FIELDS
 from gcbench.results.schema import CONFIG_COLUMNS
 
 PARTS = (
@@ -156,8 +157,10 @@ def describe(col: str, value: Any, row: pd.Series | dict[str, Any] | None = None
     return f"{before}{number_text(value)}{after}"
 
 
-# Columns that mean something only under NCCL's collective model
-NCCL_ONLY = ("nccl_ll_bandwidth", "nccl_ll128_bandwidth")
+def applies(col: str, row: pd.Series | dict[str, Any]) -> bool:
+    """Whether `col` means something for `row`: NCCL's protocol corrections only where
+    its collectives are NCCL's (a ring cell has no protocols to correct)."""
+    return col not in NCCL_PROTOCOL_FIELDS or row.get("collectives") == "nccl"
 
 
 def _parts(row: pd.Series | dict[str, Any], cols: list[str]) -> list[str]:
@@ -165,8 +168,8 @@ def _parts(row: pd.Series | dict[str, Any], cols: list[str]) -> list[str]:
     for col in cols:
         if col == "gpus_per_machine" and "machines" in cols:
             continue  # one `M×G` part for both
-        if col in NCCL_ONLY and row.get("collectives") != "nccl":
-            continue  # a ring cell has no protocols to correct
+        if not applies(col, row):
+            continue
         parts.append(describe(col, row.get(col), row))
     return parts
 
